@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""The simulated lab: N systemd containers on two podman networks.
+
+Each node is a Debian 12 rootfs (debootstrap + ``podman import``, no registry)
+running real systemd, reached by Ansible over ssh on a *management* network.
+A second *fabric* network stands in for the QSFP/200GbE links: its bridge
+carries MTU 9000 while every node's fabric NIC is set back to 1500 at boot, as
+on a fresh DGX Spark, so only the fabric role can make jumbo frames pass.
+Podman does not keep interface names stable across nodes, so nothing here (or
+in the collection) assumes a NIC name: NICs are found by their IP.
+
+Usage:
+  simlab.py image                      build the node image if its recipe changed
+  simlab.py up [--nodes N] [--name L]  networks + containers + inventory
+  simlab.py down [--name L]            remove containers and networks
+  simlab.py inventory [--nodes N]      print the inventory for N nodes (YAML)
+  simlab.py status [--name L]
+
+Everything is named ``llmfleet-<lab>-*`` and only talks to addresses on the
+networks it created.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE = Path(os.environ.get("LLMFLEET_LAB_STATE", ROOT / ".lab"))
+SUITE = "bookworm"
+MIRROR = os.environ.get("LLMFLEET_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+
+# What a node has before any role runs: what a freshly installed Spark/Thor
+# (Ubuntu) would have, plus ssh for Ansible. libnuma1/g++/openssl are what the
+# vLLM CPU build needs at run time; they are pre-seeded only to save CI
+# minutes: the python_env role still declares and installs them.
+PACKAGES = [
+    "systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "python3-apt",
+    "sudo", "iproute2", "iputils-ping", "ca-certificates", "procps", "curl",
+    "netplan.io", "systemd-resolved", "kmod", "less", "nftables",
+    "libnuma1", "g++", "openssl", "python3-venv", "xz-utils",
+]
+
+# Commands run inside the rootfs after debootstrap (chroot).
+CUSTOMIZE = r"""
+set -e
+# Each container gets its own machine-id at first boot (empty file = generate).
+: > /etc/machine-id
+rm -f /var/lib/dbus/machine-id
+# Units that make no sense (or hang) in a container.
+for u in getty@tty1.service console-getty.service systemd-logind.service \
+         systemd-udevd.service systemd-udev-trigger.service systemd-timesyncd.service \
+         apt-daily.timer apt-daily-upgrade.timer e2scrub_reap.service; do
+  ln -sf /dev/null /etc/systemd/system/$u
+done
+mkdir -p /root/.ssh && chmod 700 /root/.ssh
+sed -i 's/^#\?PermitRootLogin.*/PermitRootLogin prohibit-password/' /etc/ssh/sshd_config
+sed -i 's/^#\?UseDNS.*/UseDNS no/' /etc/ssh/sshd_config
+# host keys are made per container at first boot
+rm -f /etc/ssh/ssh_host_*
+mkdir -p /etc/systemd/system/ssh.service.d
+printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' \
+  > /etc/systemd/system/ssh.service.d/keygen.conf
+# networkd/resolved stay off until the fabric role hands an interface to netplan.
+systemctl disable systemd-networkd.service systemd-resolved.service 2>/dev/null || true
+ln -sf /dev/null /etc/systemd/system/systemd-networkd-wait-online.service
+echo 'deb http://deb.debian.org/debian bookworm main' > /etc/apt/sources.list
+apt-get clean
+rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/*
+"""
+
+RECIPE_VERSION = "3"
+
+
+def recipe_hash() -> str:
+    h = hashlib.sha256()
+    for part in (RECIPE_VERSION, SUITE, " ".join(PACKAGES), CUSTOMIZE):
+        h.update(part.encode())
+    return h.hexdigest()[:12]
+
+
+def image_ref() -> str:
+    return f"localhost/llmfleet-node:{recipe_hash()}"
+
+
+def sh(*args: str, check: bool = True, capture: bool = False, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), check=check, text=True,
+                          stdout=subprocess.PIPE if capture else None,
+                          stderr=subprocess.PIPE if capture else None, **kw)
+
+
+def log(msg: str) -> None:
+    print(f"[simlab] {msg}", flush=True)
+
+
+# --------------------------------------------------------------------- image
+def build_image(force: bool = False) -> str:
+    ref = image_ref()
+    if not force and sh("podman", "image", "exists", ref, check=False).returncode == 0:
+        log(f"image {ref} is current")
+        return ref
+    log(f"building {ref} with debootstrap ({SUITE}); takes a few minutes once")
+    work = Path(tempfile.mkdtemp(prefix="llmfleet-rootfs-"))
+    rootfs = work / "rootfs"
+    try:
+        sh("debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+           SUITE, str(rootfs), MIRROR)
+        sh("chroot", str(rootfs), "/bin/sh", "-c", CUSTOMIZE)
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", "-", "."],
+                               stdout=subprocess.PIPE)
+        sh("podman", "import", "--change", "CMD=/sbin/init", "--change", "STOPSIGNAL=SIGRTMIN+3",
+           "--change", "ENV=container=podman", "-", ref, stdin=tar.stdout)
+        if tar.wait() != 0:
+            raise SystemExit("tar of the rootfs failed")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    # keep only the current recipe's image
+    out = sh("podman", "images", "--format", "{{.Repository}}:{{.Tag}}", capture=True).stdout
+    for line in out.split():
+        if line.startswith("localhost/llmfleet-node:") and line != ref:
+            sh("podman", "rmi", "-f", line, check=False)
+    log(f"built {ref}")
+    return ref
+
+
+# --------------------------------------------------------------------- layout
+def lab_index(name: str) -> int:
+    """A stable small number per lab name, so several labs get disjoint subnets."""
+    return 0 if name == "sim" else 1 + int(hashlib.sha256(name.encode()).hexdigest(), 16) % 60
+
+
+def nodes_for(count: int) -> list[dict]:
+    """spark1..sparkK + thor1..thorK (half GB10, half Thor), as in the notes' lab."""
+    if count < 2:
+        raise SystemExit("--nodes must be at least 2")
+    sparks = (count + 1) // 2
+    names = [f"spark{i}" for i in range(1, sparks + 1)] + [f"thor{i}" for i in range(1, count - sparks + 1)]
+    return [{"name": n, "index": i, "arch": "sm_121" if n.startswith("spark") else "sm_110"}
+            for i, n in enumerate(names)]
+
+
+def subnets(name: str) -> tuple[str, str]:
+    k = lab_index(name)
+    return f"10.231.{2 * k}", f"10.231.{2 * k + 1}"
+
+
+def layout(name: str, count: int) -> list[dict]:
+    mgmt, fabric = subnets(name)
+    nodes = nodes_for(count)
+    for n in nodes:
+        n["mgmt_ip"] = f"{mgmt}.{11 + n['index']}"
+        n["fabric_ip"] = f"{fabric}.{11 + n['index']}"
+        n["container"] = f"llmfleet-{name}-{n['name']}"
+    return nodes
+
+
+def inventory_yaml(name: str, count: int, key: str) -> str:
+    """The inventory for a lab: same groups and variables as inventories/lab."""
+    nodes = layout(name, count)
+    lines = [
+        f"# Simulated lab '{name}' ({count} nodes): generated by tools/simlab/simlab.py.",
+        "# ansible_host = management network, llmfleet_fabric_ip = fabric network.",
+        "all:",
+        "  vars:",
+        "    ansible_user: root",
+        f"    ansible_ssh_private_key_file: {key}",
+        "  children:",
+        "    gb10:",
+        "      hosts:",
+    ]
+    for n in nodes:
+        if n["arch"] == "sm_121":
+            lines += [f"        {n['name']}:", f"          ansible_host: {n['mgmt_ip']}",
+                      f"          llmfleet_fabric_ip: {n['fabric_ip']}"]
+    lines += ["    thor:", "      hosts:"]
+    for n in nodes:
+        if n["arch"] == "sm_110":
+            lines += [f"        {n['name']}:", f"          ansible_host: {n['mgmt_ip']}",
+                      f"          llmfleet_fabric_ip: {n['fabric_ip']}"]
+    lines += ["    ray_head:", "      hosts:", f"        {nodes[0]['name']}:",
+              "    ray_workers:", "      hosts:"]
+    lines += [f"        {n['name']}:" for n in nodes[1:]]
+    lines += ["    serve_nodes:", "      hosts:"]
+    lines += [f"        {n['name']}:" for n in nodes[:2]]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------- lab
+def ssh_key() -> Path:
+    key = STATE / "ssh" / "id_ed25519"
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llmfleet-simlab", "-f", str(key))
+    return key
+
+
+def ensure_network(net: str, subnet: str, mtu: int | None) -> None:
+    if sh("podman", "network", "exists", net, check=False).returncode == 0:
+        return
+    args = ["podman", "network", "create", "--subnet", f"{subnet}.0/24"]
+    if mtu:
+        args += ["--opt", f"mtu={mtu}"]
+    sh(*args, net, capture=True)
+
+
+def container_state(c: str) -> dict | None:
+    r = sh("podman", "inspect", "--type", "container", c, check=False, capture=True)
+    if r.returncode != 0:
+        return None
+    return json.loads(r.stdout)[0]
+
+
+def iface_of(container: str, ip: str) -> str:
+    out = sh("podman", "exec", container, "ip", "-j", "-4", "addr", "show", capture=True).stdout
+    for link in json.loads(out):
+        for a in link.get("addr_info", []):
+            if a.get("local") == ip:
+                return link["ifname"]
+    raise SystemExit(f"{container}: no interface holds {ip}")
+
+
+def wait_booted(container: str, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = sh("podman", "exec", container, "systemctl", "is-system-running", check=False, capture=True)
+        state = r.stdout.strip()
+        if state in ("running", "degraded"):
+            r = sh("podman", "exec", container, "systemctl", "is-active", "ssh", check=False, capture=True)
+            if r.stdout.strip() == "active":
+                return
+        time.sleep(1)
+    raise SystemExit(f"{container}: systemd did not reach running within {timeout}s")
+
+
+def up(name: str, count: int, write_inventory: Path | None) -> None:
+    ref = build_image()
+    key = ssh_key()
+    mgmt, fabric = subnets(name)
+    mgmt_net, fabric_net = f"llmfleet-{name}-mgmt", f"llmfleet-{name}-fabric"
+    ensure_network(mgmt_net, mgmt, None)
+    ensure_network(fabric_net, fabric, 9000)
+    pub = key.with_suffix(".pub")
+    config = hashlib.sha256(f"{ref}{pub.read_text()}{mgmt}{fabric}".encode()).hexdigest()[:12]
+    nodes = layout(name, count)
+    fresh = []
+    for n in nodes:
+        c = n["container"]
+        st = container_state(c)
+        if st and st["Config"]["Labels"].get("llmfleet.config") != config:
+            log(f"{c}: recipe changed, recreating")
+            sh("podman", "rm", "-f", "-t", "5", c, capture=True)
+            st = None
+        if st is None:
+            sh("podman", "run", "-d", "--name", c, "--hostname", n["name"],
+               "--label", f"llmfleet.lab={name}", "--label", f"llmfleet.config={config}",
+               "--runtime", "runc", "--systemd", "always",
+               "--cap-add", "NET_ADMIN,NET_RAW,SYS_NICE,IPC_LOCK",
+               "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096",
+               "--shm-size", "2g",
+               "--network", f"{mgmt_net}:ip={n['mgmt_ip']}",
+               "--network", f"{fabric_net}:ip={n['fabric_ip']}",
+               "-v", f"{pub}:/root/.ssh/authorized_keys:ro,Z",
+               ref, capture=True)
+            fresh.append(n)
+        elif not st["State"]["Running"]:
+            sh("podman", "start", c, capture=True)
+            fresh.append(n)
+    for n in nodes:
+        wait_booted(n["container"])
+    for n in fresh:
+        # A fresh Spark's QSFP port comes up at 1500: only the fabric role may raise it.
+        nic = iface_of(n["container"], n["fabric_ip"])
+        sh("podman", "exec", n["container"], "ip", "link", "set", "dev", nic, "mtu", "1500")
+    # Drop stale host keys for these addresses: containers regenerate theirs.
+    inv = inventory_yaml(name, count, str(key))
+    target = write_inventory or (STATE / name / "hosts.yml")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(inv)
+    log(f"lab '{name}' up: {count} nodes ({', '.join(n['name'] for n in nodes)}); inventory {target}")
+
+
+def down(name: str) -> None:
+    out = sh("podman", "ps", "-a", "--filter", f"label=llmfleet.lab={name}", "--format", "{{.Names}}",
+             capture=True).stdout.split()
+    if out:
+        sh("podman", "rm", "-f", "-t", "5", *out, capture=True)
+    for net in (f"llmfleet-{name}-mgmt", f"llmfleet-{name}-fabric"):
+        sh("podman", "network", "rm", "-f", net, check=False, capture=True)
+    log(f"lab '{name}' down ({len(out)} containers removed)")
+
+
+def status(name: str) -> None:
+    sh("podman", "ps", "-a", "--filter", f"label=llmfleet.lab={name}",
+       "--format", "table {{.Names}} {{.Status}} {{.Networks}}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=["image", "up", "down", "inventory", "status"])
+    p.add_argument("--nodes", type=int, default=int(os.environ.get("LAB_NODES", 4)))
+    p.add_argument("--name", default=os.environ.get("LAB_NAME", "sim"))
+    p.add_argument("--inventory", type=Path, help="where `up` writes the inventory")
+    p.add_argument("--force", action="store_true", help="rebuild the image even if current")
+    a = p.parse_args(argv)
+    if a.command == "image":
+        build_image(a.force)
+    elif a.command == "up":
+        up(a.name, a.nodes, a.inventory)
+    elif a.command == "down":
+        down(a.name)
+    elif a.command == "inventory":
+        sys.stdout.write(inventory_yaml(a.name, a.nodes, str(STATE / "ssh" / "id_ed25519")))
+    else:
+        status(a.name)
+
+
+if __name__ == "__main__":
+    main()
