@@ -1,0 +1,79 @@
+# llmfleet.cluster — the two commands are `make demo` and `make test` (see README).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+ROOT := $(abspath .)
+VENV := $(ROOT)/.venv
+BIN := $(VENV)/bin
+PY ?= python3
+LAB_NODES ?= 4
+export LLMFLEET_CACHE ?= $(HOME)/.cache/llmfleet
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.build/collections
+export ANSIBLE_FORCE_COLOR ?= 0
+export PYTHONDONTWRITEBYTECODE := 1
+COLL_LINK := $(ROOT)/.build/collections/ansible_collections/llmfleet/cluster
+REQ_STAMP := $(VENV)/.req-$(shell sha256sum requirements-dev.txt | cut -c1-12)
+
+.PHONY: help demo test deps venv link image lab-up lab-down unit sanity lint build molecule integration clean
+
+help:
+	@echo "make demo   - bring up the simulated lab and run site.yml on it (all set-up included)"
+	@echo "make test   - unit tests, ansible-test sanity, ansible-lint, collection build, molecule"
+	@echo "make lab-up / lab-down [LAB_NODES=N]   make unit | sanity | lint | build | molecule"
+
+deps:
+	@$(ROOT)/tools/bootstrap.sh
+
+$(REQ_STAMP): requirements-dev.txt
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	@rm -f $(VENV)/.req-*; touch $@
+
+venv: deps $(REQ_STAMP)
+
+link:
+	@mkdir -p $(dir $(COLL_LINK)); test -L $(COLL_LINK) || ln -sfn $(ROOT) $(COLL_LINK)
+
+image: deps
+	$(PY) tools/simlab/simlab.py image
+
+lab-up: image
+	$(PY) tools/simlab/simlab.py up --nodes $(LAB_NODES)
+
+lab-down:
+	$(PY) tools/simlab/simlab.py down
+
+demo: venv link lab-up
+	$(BIN)/ansible-playbook site.yml -i inventories/sim
+
+unit: venv link
+	$(BIN)/pytest -q tests/unit
+
+sanity: venv
+	@rm -rf .build/sanity && mkdir -p .build/sanity/ansible_collections/llmfleet/cluster
+	@git ls-files -co --exclude-standard | grep -v '^\.build/' | tar -cf - -T - | tar -xf - -C .build/sanity/ansible_collections/llmfleet/cluster
+	cd .build/sanity/ansible_collections/llmfleet/cluster && $(BIN)/ansible-test sanity --venv --python 3.11 --color no
+
+lint: venv link
+	$(BIN)/ansible-lint --profile production
+
+build: venv
+	@rm -rf .build/dist .build/installed && mkdir -p .build/dist
+	$(BIN)/ansible-galaxy collection build --output-path .build/dist --force
+	$(BIN)/ansible-galaxy collection install --offline --no-deps -p .build/installed .build/dist/llmfleet-cluster-*.tar.gz
+	ANSIBLE_COLLECTIONS_PATH=$(ROOT)/.build/installed $(BIN)/ansible-doc -l llmfleet.cluster
+	ANSIBLE_COLLECTIONS_PATH=$(ROOT)/.build/installed $(BIN)/ansible-doc -t role -l llmfleet.cluster
+
+molecule: venv link lab-up
+	cd $(ROOT) && $(BIN)/molecule test --all
+
+test: venv link
+	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory build
+	$(MAKE) --no-print-directory sanity
+	$(MAKE) --no-print-directory molecule
+
+clean: lab-down
+	rm -rf .build .cache

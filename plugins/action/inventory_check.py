@@ -1,0 +1,168 @@
+# Copyright: (c) llmfleet maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Action plugin llmfleet.cluster.inventory_check: controller-side preflight of the inventory.
+
+Runs entirely on the controller from ``hostvars`` and ``groups``: no module is executed and no
+host is contacted. The checks themselves are pure functions in
+``plugin_utils/inventory_checks.py``; this file only extracts plain data from Ansible's
+variables, reads the serve profiles and writes the optional JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import typing as t
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_native
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks import (
+    ENGINES,
+    KNOWN_GPU_ARCHS,
+    ProfileError,
+    Unevaluated,
+    check_inventory,
+    is_wanted_var,
+)
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+    yaml = None
+
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_PROFILES_DIR = os.path.join(COLLECTION_ROOT, "profiles")
+
+
+def _plain(value: t.Any) -> t.Any:
+    """Strip Ansible's tagged/lazy container types down to plain Python data."""
+    if isinstance(value, t.Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return to_native(value)
+
+
+def extract_hostvars(hostvars: t.Any, hosts: t.Iterable[str]) -> dict[str, dict[str, t.Any]]:
+    """host -> the variables the checks read (``llmfleet_*`` and version pins), templated.
+
+    A variable whose template fails on the controller (it needs facts, or is undefined) becomes
+    an :class:`Unevaluated` holding the raw template, which the checks report or compare raw.
+    """
+    out: dict[str, dict[str, t.Any]] = {}
+    for host in hosts:
+        hv = hostvars[host]
+        raw: t.Mapping[str, t.Any] | None = None
+        values: dict[str, t.Any] = {}
+        for name in list(hv):
+            if not is_wanted_var(name):
+                continue
+            try:
+                values[name] = _plain(hv[name])
+            except AnsibleError as exc:
+                if raw is None:
+                    raw = hostvars.raw_get(host) if hasattr(hostvars, "raw_get") else {}
+                values[name] = Unevaluated(_plain((raw or {}).get(name)), to_native(exc).splitlines()[0])
+        out[host] = values
+    return out
+
+
+def load_profiles(profiles_dir: str) -> dict[str, t.Any] | None:
+    """name -> profile mapping (or ProfileError) for every profiles_dir/*.yml; None without the dir."""
+    if not os.path.isdir(profiles_dir):
+        return None
+    profiles: dict[str, t.Any] = {}
+    for entry in sorted(os.listdir(profiles_dir)):
+        base, ext = os.path.splitext(entry)
+        if ext not in (".yml", ".yaml") or base.startswith(".") or base in profiles:
+            continue
+        path = os.path.join(profiles_dir, entry)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f) if yaml else None
+        except (OSError, ValueError, getattr(yaml, "YAMLError", ValueError)) as exc:
+            profiles[base] = ProfileError(to_native(exc).splitlines()[0])
+            continue
+        profiles[base] = data if isinstance(data, dict) else ProfileError("not a YAML mapping")
+    return profiles
+
+
+def write_report(path: str, report: dict[str, t.Any]) -> str:
+    """Write the JSON report atomically; returns the absolute path."""
+    path = os.path.abspath(os.path.expanduser(path))
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".preflight-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, sort_keys=False)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _supports_async = False
+    _requires_connection = False  # nothing here talks to a host
+
+    argument_spec = {
+        "report_json": {"type": "path"},
+        "profiles_dir": {"type": "path"},
+        "known_gpu_archs": {"type": "list", "elements": "str"},
+        "engines": {"type": "list", "elements": "str"},
+    }
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        _, args = self.validate_argument_spec(argument_spec=self.argument_spec)
+
+        groups = {str(g): [str(h) for h in hs] for g, hs in (task_vars.get("groups") or {}).items()}
+        hosts = list(dict.fromkeys(groups.get("all", [])))
+        hostvars = extract_hostvars(task_vars["hostvars"], hosts)
+
+        profiles_dir = args["profiles_dir"] or DEFAULT_PROFILES_DIR
+        profiles = load_profiles(profiles_dir)
+        location = profiles_dir if args["profiles_dir"] else "<collection>/profiles"
+        report = check_inventory(
+            hostvars, groups, profiles=profiles, profiles_location=location,
+            known_gpu_archs=args["known_gpu_archs"] or KNOWN_GPU_ARCHS,
+            engines=args["engines"] or ENGINES,
+        )
+        data = report.to_dict()
+        lines = data["lines"]
+        result.update(changed=False, ok=report.ok, lines=lines, checks=data["checks"])
+        if args["report_json"]:
+            data["hosts"] = hosts
+            try:
+                result["report_json"] = write_report(args["report_json"], data)
+            except OSError as exc:
+                result.update(failed=True, msg=f"cannot write the preflight report {args['report_json']}: {exc}")
+                return result
+        if report.ok:
+            result["msg"] = f"inventory preflight: {len(report.checks)} checks passed"
+        else:
+            n = len(report.failures)
+            result["failed"] = True
+            result["msg"] = (f"inventory preflight: {n} problem{'s' if n != 1 else ''} "
+                             "(no host was contacted):\n" + "\n".join(lines))
+        return result

@@ -1,0 +1,152 @@
+# Copyright: (c) llmfleet maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Documentation only: the work is done on the controller by the action plugin of the same name
+# (plugins/action/inventory_check.py), as ansible-core does for assert/debug.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: inventory_check
+short_description: Check a fleet inventory for consistency on the controller, before any host is contacted
+description:
+  - Evaluates C(hostvars) and C(groups) of the whole inventory on the controller and checks,
+    per cluster (hosts are partitioned by C(llmfleet_cluster), default C(default)):
+  - Exactly one host in group C(ray_head) per cluster; no host in both C(ray_head) and C(ray_workers);
+    every C(serve_nodes) host is a Ray node.
+  - Every Ray node and serving host has a C(llmfleet_fabric_ip) that is a usable IPv4 address (not
+    loopback, link-local, multicast, unspecified or reserved; no prefix length), unique across the
+    whole inventory.
+  - Every fleet host (Ray groups, C(serve_nodes), C(gb10), C(thor)) declares a known
+    C(llmfleet_gpu_arch), consistent with its platform group (C(gb10) is sm_121, C(thor) is sm_110).
+  - C(llmfleet_engine) is C(vllm) or C(sglang); C(llmfleet_serve_profile), when set, names an existing
+    profile (C(<collection>/profiles/<name>.yml)) whose C(engine) matches; engine and profile are the
+    same across a serving group.
+  - Tensor parallel x pipeline parallel size (C(llmfleet_tensor_parallel_size) /
+    C(llmfleet_pipeline_parallel_size), else the profile's C(tensor_parallel_size) /
+    C(pipeline_parallel_size)) equals the GPUs of the serving group (C(llmfleet_gpus_per_node), default
+    1, summed). The serving group is the cluster's C(serve_nodes) hosts if any, else its C(ray_head) and
+    C(ray_workers) hosts. Clusters that declare neither are not checked.
+  - Version pins are identical across a serving group - C(llmfleet_release), every variable whose name
+    contains C(version) or ends in C(_release), and C(python_env_*pin*) variables (C(ansible_*) excluded).
+    A variable whose template needs facts is compared as its raw template.
+  - All problems are collected and reported together, one line each naming the host(s), the variable,
+    its value and the fix; then the task fails. On success, RV(lines) has one line per check.
+version_added: "0.1.0"
+author:
+  - llmfleet maintainers
+options:
+  report_json:
+    description:
+      - Also write the results as JSON to this controller path (relative paths are relative to the
+        current directory). Written whether the checks pass or not, also in check mode.
+    type: path
+  profiles_dir:
+    description:
+      - Directory holding the serve profiles (C(<name>.yml)).
+      - A missing directory means no profile exists.
+    type: path
+    default: <collection root>/profiles
+  known_gpu_archs:
+    description:
+      - GPU architectures accepted in C(llmfleet_gpu_arch).
+    type: list
+    elements: str
+    default: [sm_121, sm_110, sm_120, sm_100, sm_90, sm_89, sm_80]
+  engines:
+    description:
+      - Serving engines accepted in C(llmfleet_engine).
+    type: list
+    elements: str
+    default: [vllm, sglang]
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.conn
+  - ansible.builtin.action_common_attributes.flow
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  become:
+    support: none
+  bypass_host_loop:
+    support: none
+  connection:
+    support: none
+  check_mode:
+    support: full
+    details: Read-only; the JSON report, if requested, is written in check mode too.
+  delegation:
+    support: none
+  diff_mode:
+    support: none
+  platform:
+    platforms: all
+    details: Runs on the controller only and contacts no host.
+seealso:
+  - name: Preflight playbook
+    description: C(llmfleet.cluster.preflight) runs this on localhost, then the host-side checks.
+    link: https://example.invalid/llmfleet/cluster/playbooks/preflight.yml
+notes:
+  - Run it once, on C(localhost) with C(gather_facts=false); it reads the whole inventory regardless of
+    C(--limit).
+"""
+
+EXAMPLES = r"""
+- name: Preflight | inventory checks on the controller
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Check the inventory
+      llmfleet.cluster.inventory_check:
+        report_json: "{{ preflight_report_json | default(omit) }}"
+      register: preflight_inventory
+
+    - name: Show one line per check
+      ansible.builtin.debug:
+        msg: "{{ preflight_inventory.lines }}"
+"""
+
+RETURN = r"""
+ok:
+  description: Whether every check passed.
+  returned: always
+  type: bool
+lines:
+  description:
+    - The report, one line each - C(FAIL <hosts>: <problem>; <fix>) per problem, then
+      C(ok   <check> (<details>)) per passing check.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "FAIL spark2: llmfleet_fabric_ip '10.0.0.25' duplicates spark1's; give each host its own data-plane IPv4 (the QSFP address)"
+    - "ok   one ray_head per cluster (default: spark1)"
+checks:
+  description: One entry per check, with its findings.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Check id (C(ray_head), C(fabric_ip), C(gpu_arch), C(engine_profile), C(parallelism), C(versions)).
+      type: str
+    title:
+      description: What the check verifies.
+      type: str
+    ok:
+      description: Whether the check passed.
+      type: bool
+    details:
+      description: What was found when the check passed (e.g. C(default: spark1)).
+      type: str
+    findings:
+      description: Problems, each with C(hosts), C(variable), C(value), C(problem), C(fix), C(message), C(severity).
+      type: list
+      elements: dict
+report_json:
+  description: Absolute path of the JSON report written.
+  returned: when O(report_json) is set
+  type: str
+"""

@@ -1,0 +1,673 @@
+# Copyright: (c) llmfleet maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Controller-side inventory checks for preflight (issue #9): pure functions, no I/O.
+
+``check_inventory()`` takes plain data (host -> variables, group -> hosts, the serve
+profiles already read from disk) and returns a :class:`Report`: one :class:`CheckResult`
+per check, each holding :class:`Finding` objects. A finding names the host(s), the
+variable, its value and the fix, and renders as one line::
+
+    spark2: llmfleet_fabric_ip '10.0.0.25' duplicates spark1's; give each host its own ...
+
+The action plugin ``llmfleet.cluster.inventory_check`` feeds it from ``hostvars``/``groups``;
+unit tests feed it plain dicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import re
+import typing as t
+
+KNOWN_GPU_ARCHS: tuple[str, ...] = ("sm_121", "sm_110", "sm_120", "sm_100", "sm_90", "sm_89", "sm_80")
+ENGINES: tuple[str, ...] = ("vllm", "sglang")
+DEFAULT_CLUSTER = "default"
+# Platform groups and the arch their hardware has.
+GROUP_ARCH: dict[str, str] = {"gb10": "sm_121", "thor": "sm_110"}
+GROUP_PLATFORM: dict[str, str] = {"gb10": "DGX Spark GB10", "thor": "Jetson Thor"}
+
+HEAD, WORKERS, SERVE = "ray_head", "ray_workers", "serve_nodes"
+FABRIC_FIX = "give each host its own data-plane IPv4 (the QSFP address)"
+PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+UNSET: t.Any = object()
+# Variables the checks need as values: a template that cannot be evaluated on the controller is a
+# finding of the check that owns the variable (and the variable counts as unset elsewhere).
+CORE_VARS: dict[str, str] = {
+    "llmfleet_cluster": "ray_head",
+    "llmfleet_fabric_ip": "fabric_ip",
+    "llmfleet_gpu_arch": "gpu_arch",
+    "llmfleet_engine": "engine_profile",
+    "llmfleet_serve_profile": "engine_profile",
+    "llmfleet_tensor_parallel_size": "parallelism",
+    "llmfleet_pipeline_parallel_size": "parallelism",
+    "llmfleet_gpus_per_node": "parallelism",
+}
+
+# Title of each check, in report order (also the ``name`` in the JSON report).
+CHECKS: dict[str, str] = {
+    "ray_head": "one ray_head per cluster",
+    "fabric_ip": "fabric IPs valid and unique",
+    "gpu_arch": "GPU arch declared and known",
+    "engine_profile": "engine and serve profile",
+    "parallelism": "TP x PP matches the serving group's GPUs",
+    "versions": "versions pinned identically across each serving group",
+}
+
+
+class Unevaluated:
+    """A variable whose template could not be evaluated on the controller (e.g. it needs facts).
+
+    ``raw`` is the untemplated value: two hosts with the same raw template count as equal.
+    """
+
+    def __init__(self, raw: t.Any, error: str) -> None:
+        self.raw = raw
+        self.error = error
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Unevaluated) and _canon(self.raw) == _canon(other.raw)
+
+    def __hash__(self) -> int:
+        return hash(_canon(self.raw))
+
+    def __repr__(self) -> str:
+        return f"<unevaluated {self.raw!r}>"
+
+
+class ProfileError:
+    """A serve profile file that exists but could not be read or parsed."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"<unreadable profile: {self.error}>"
+
+
+def is_pin_var(name: str) -> bool:
+    """Variables that pin a version and must be identical across a serving group.
+
+    ``llmfleet_release``, any ``*version*`` variable (``llmfleet_*version*``, ``*_version``,
+    ``ray_node_version``, ``python_env_vllm_version``...), ``*_release`` and ``python_env_*pin*``.
+    Ansible's own variables and facts (``ansible_*``) are never pins.
+    """
+    if name.startswith(("ansible_", "discovered_interpreter_", "facter_", "ohai_", "preflight_")):
+        return False
+    if name == "llmfleet_release" or name.endswith("_release") or "version" in name:
+        return True
+    return name.startswith("python_env_") and "pin" in name
+
+
+def is_wanted_var(name: str) -> bool:
+    """Variables the checks read (what the action plugin extracts from hostvars)."""
+    return name.startswith("llmfleet_") or is_pin_var(name)
+
+
+# --------------------------------------------------------------------------- results
+@dataclasses.dataclass
+class Finding:
+    subject: str  # "spark2", "spark1, spark2", "cluster 'lab2'"
+    problem: str
+    fix: str
+    hosts: tuple[str, ...] = ()
+    variable: str | None = None
+    value: t.Any = None
+    severity: str = "fail"
+
+    @property
+    def line(self) -> str:
+        return f"{self.subject}: {self.problem}; {self.fix}"
+
+    def to_dict(self) -> dict[str, t.Any]:
+        return {
+            "severity": self.severity,
+            "hosts": list(self.hosts),
+            "variable": self.variable,
+            "value": _jsonable(self.value),
+            "problem": self.problem,
+            "fix": self.fix,
+            "message": self.line,
+        }
+
+
+@dataclasses.dataclass
+class CheckResult:
+    key: str
+    title: str
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    details: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "fail" for f in self.findings)
+
+    @property
+    def summary(self) -> str:
+        return f"{self.title} ({self.details})" if self.details else self.title
+
+    def to_dict(self) -> dict[str, t.Any]:
+        return {
+            "name": self.key,
+            "title": self.title,
+            "ok": self.ok,
+            "details": self.details,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclasses.dataclass
+class Report:
+    checks: list[CheckResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> list[Finding]:
+        return [f for c in self.checks for f in c.findings if f.severity == "fail"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for c in self.checks for f in c.findings if f.severity != "fail"]
+
+    def lines(self) -> list[str]:
+        """One line per failure (``FAIL``), per warning (``WARN``), then per passing check (``ok``)."""
+        out = [f"FAIL {f.line}" for f in self.failures]
+        out += [f"WARN {f.line}" for f in self.warnings]
+        out += [f"ok   {c.summary}" for c in self.checks if c.ok]
+        return out
+
+    def to_dict(self) -> dict[str, t.Any]:
+        return {
+            "ok": self.ok,
+            "failed": len(self.failures),
+            "checks": [c.to_dict() for c in self.checks],
+            "lines": self.lines(),
+        }
+
+
+# --------------------------------------------------------------------------- helpers
+def _canon(value: t.Any) -> str:
+    """A comparable rendering: '0.11' and 0.11 compare equal, dicts by content."""
+    if isinstance(value, Unevaluated):
+        return "<template> " + _canon(value.raw)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _jsonable(value: t.Any) -> t.Any:
+    if value is UNSET:
+        return None
+    if isinstance(value, Unevaluated):
+        return {"unevaluated": _canon(value.raw), "error": value.error}
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _show(value: t.Any) -> str:
+    """How a value appears in a message: quoted like the inventory would spell it."""
+    if value is UNSET:
+        return "<unset>"
+    if isinstance(value, Unevaluated):
+        return f"template {_canon(value.raw)!r}"
+    if isinstance(value, str):
+        return f"'{value}'"
+    return _canon(value)
+
+
+def _names(hosts: t.Iterable[str]) -> str:
+    return ", ".join(hosts)
+
+
+def _int_value(value: t.Any) -> int | None:
+    """A positive int from an int or a digit string (extra vars arrive as strings)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 1 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        n = int(value.strip())
+        return n if n >= 1 else None
+    return None
+
+
+class _Inventory:
+    """The inventory facts the checks share: membership, order, clusters, serving groups."""
+
+    def __init__(self, hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.Mapping[str, t.Sequence[str]]):
+        self.hostvars = hostvars
+        self.groups = groups
+        order = list(groups.get("all") or [])
+        order += [h for g in groups.values() for h in g if h not in order]
+        order += [h for h in hostvars if h not in order]
+        self.order = {h: i for i, h in enumerate(dict.fromkeys(order))}
+        self.head = self.members_of(HEAD)
+        self.workers = self.members_of(WORKERS)
+        self.serve = self.members_of(SERVE)
+        self.ray_nodes = self.sort(set(self.head) | set(self.workers))
+        self.members = self.sort(set(self.ray_nodes) | set(self.serve))
+        self.cluster_findings: list[Finding] = []
+        self.cluster = {h: self._cluster_of(h) for h in self.members}
+        self.clusters = list(dict.fromkeys(self.cluster[h] for h in self.members))
+
+    def members_of(self, group: str) -> list[str]:
+        return self.sort(self.groups.get(group) or [])
+
+    def sort(self, hosts: t.Iterable[str]) -> list[str]:
+        return sorted(set(hosts), key=lambda h: (self.order.get(h, len(self.order)), h))
+
+    def var(self, host: str, name: str) -> t.Any:
+        value = (self.hostvars.get(host) or {}).get(name, UNSET)
+        if name in CORE_VARS and isinstance(value, Unevaluated):
+            return UNSET
+        return value
+
+    def unevaluated(self, host: str, name: str) -> bool:
+        return isinstance((self.hostvars.get(host) or {}).get(name), Unevaluated)
+
+    def _cluster_of(self, host: str) -> str:
+        value = self.var(host, "llmfleet_cluster")
+        if value is UNSET or value is None or value == "":
+            return DEFAULT_CLUSTER
+        if isinstance(value, str) and re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", value):
+            return value
+        self.cluster_findings.append(Finding(
+            host, f"llmfleet_cluster {_show(value)} is not a cluster name",
+            "use a short name of letters, digits, '.', '_' or '-' (or leave it unset for 'default')",
+            (host,), "llmfleet_cluster", value))
+        return _canon(value)
+
+    def in_cluster(self, hosts: t.Iterable[str], cluster: str) -> list[str]:
+        return [h for h in hosts if self.cluster.get(h) == cluster]
+
+    def serving_group(self, cluster: str) -> tuple[str, list[str]]:
+        """(how it was chosen, hosts): serve_nodes of the cluster if any, else its Ray nodes."""
+        serve = self.in_cluster(self.serve, cluster)
+        if serve:
+            return SERVE, serve
+        return f"{HEAD} + {WORKERS}", self.in_cluster(self.ray_nodes, cluster)
+
+
+# --------------------------------------------------------------------------- checks
+def check_ray_head(inv: _Inventory) -> CheckResult:
+    res = CheckResult("ray_head", CHECKS["ray_head"])
+    res.findings += inv.cluster_findings
+    if not inv.members:
+        res.findings.append(Finding(
+            "inventory", "no host in groups ray_head, ray_workers or serve_nodes",
+            "put the head node of each cluster in group ray_head and the other nodes in ray_workers",
+            variable=HEAD))
+        return res
+    workers = set(inv.workers)
+    for host in inv.head:
+        if host in workers:
+            res.findings.append(Finding(
+                host, "is in both ray_head and ray_workers",
+                "a node is either the head or a worker: remove it from ray_workers", (host,), WORKERS))
+    ray_nodes = set(inv.ray_nodes)
+    for host in inv.serve:
+        if host not in ray_nodes:
+            res.findings.append(Finding(
+                host, "is in serve_nodes but in neither ray_head nor ray_workers",
+                f"serving runs over Ray: add {host} to ray_workers (cluster '{inv.cluster[host]}')",
+                (host,), SERVE))
+    details = []
+    for cluster in inv.clusters:
+        heads = inv.in_cluster(inv.head, cluster)
+        others = inv.in_cluster(inv.members, cluster)
+        if not heads:
+            res.findings.append(Finding(
+                f"cluster '{cluster}'", f"no host in group ray_head (cluster hosts: {_names(others)})",
+                f"put exactly one of them in ray_head (hosts are split into clusters by llmfleet_cluster, "
+                f"default '{DEFAULT_CLUSTER}')", tuple(others), HEAD, cluster))
+        elif len(heads) > 1:
+            res.findings.append(Finding(
+                _names(heads),
+                f"{len(heads)} hosts in group ray_head for cluster '{cluster}' (llmfleet_cluster)",
+                "keep exactly one ray_head per cluster: move the others to ray_workers, "
+                "or give each cluster its own llmfleet_cluster", tuple(heads), HEAD, cluster))
+        else:
+            details.append(f"{cluster}: {heads[0]}")
+    res.details = "; ".join(details)
+    return res
+
+
+def _bad_ip_reason(text: str) -> tuple[str, str] | None:
+    """(problem, fix) if ``text`` is not a usable data-plane IPv4, else None."""
+    fix = "set it to the host's data-plane IPv4 (the QSFP address), e.g. 10.0.0.11"
+    if "/" in text:
+        try:
+            ipaddress.ip_interface(text)
+        except ValueError:
+            return "is not an IPv4 address", fix
+        return "has a prefix length", f"drop the '/{text.split('/', 1)[1]}': the address alone, e.g. '{text.split('/')[0]}'"
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return "is not an IPv4 address", fix
+    if ip.version != 4:
+        return "is IPv6", "the fabric (NCCL/Ray) uses IPv4: " + fix
+    kinds = [("loopback", ip.is_loopback), ("link-local (169.254/16)", ip.is_link_local),
+             ("multicast", ip.is_multicast), ("unspecified", ip.is_unspecified),
+             ("broadcast", text == "255.255.255.255"), ("reserved (240/4)", ip.is_reserved)]
+    for kind, hit in kinds:
+        if hit:
+            return f"is a {kind} address", "other nodes cannot reach it: " + fix
+    return None
+
+
+def check_fabric_ip(inv: _Inventory) -> CheckResult:
+    res = CheckResult("fabric_ip", CHECKS["fabric_ip"])
+    members = set(inv.members)
+    seen: dict[str, str] = {}
+    checked = 0
+    for host in inv.sort(set(inv.hostvars) | members):
+        value = inv.var(host, "llmfleet_fabric_ip")
+        if value is UNSET or value is None or value == "":
+            if host in members and not inv.unevaluated(host, "llmfleet_fabric_ip"):
+                res.findings.append(Finding(
+                    host, "llmfleet_fabric_ip is not set",
+                    f"set it to {host}'s data-plane IPv4 (the QSFP address), e.g. in host_vars/{host}.yml",
+                    (host,), "llmfleet_fabric_ip", None if value is UNSET else value))
+            continue
+        text = value.strip() if isinstance(value, str) else str(value)
+        bad = _bad_ip_reason(text) if isinstance(value, str) else ("is not a string", "quote the IPv4 address")
+        if bad:
+            res.findings.append(Finding(
+                host, f"llmfleet_fabric_ip {_show(value)} {bad[0]}", bad[1], (host,), "llmfleet_fabric_ip", value))
+            continue
+        checked += 1
+        if text in seen:
+            first = seen[text]
+            res.findings.append(Finding(
+                host, f"llmfleet_fabric_ip '{text}' duplicates {first}'s", FABRIC_FIX,
+                (host, first), "llmfleet_fabric_ip", text))
+        else:
+            seen[text] = host
+    res.details = f"{checked} host{'s' if checked != 1 else ''}"
+    return res
+
+
+def check_gpu_arch(inv: _Inventory, known: t.Sequence[str]) -> CheckResult:
+    res = CheckResult("gpu_arch", CHECKS["gpu_arch"])
+    platform_groups = {g: set(inv.groups.get(g) or []) for g in GROUP_ARCH}
+    hosts = inv.sort(set(inv.members).union(*platform_groups.values()))
+    by_arch: dict[str, list[str]] = {}
+    known_list = ", ".join(known)
+    for host in hosts:
+        in_groups = [g for g, members in platform_groups.items() if host in members]
+        if len(in_groups) > 1:
+            res.findings.append(Finding(
+                host, f"is in groups {' and '.join(in_groups)}",
+                "a host is one platform: remove it from all but one of them", (host,), "group_names",
+                in_groups))
+        expected = GROUP_ARCH[in_groups[0]] if len(in_groups) == 1 else None
+        value = inv.var(host, "llmfleet_gpu_arch")
+        if inv.unevaluated(host, "llmfleet_gpu_arch"):
+            continue
+        if value is UNSET or value is None or value == "":
+            where = f"group_vars/{in_groups[0]}.yml" if expected else f"host_vars/{host}.yml"
+            fix = (f"set llmfleet_gpu_arch: {expected} ({where})" if expected
+                   else f"set llmfleet_gpu_arch ({where}) to one of {known_list}")
+            res.findings.append(Finding(host, "llmfleet_gpu_arch is not set", fix, (host,), "llmfleet_gpu_arch",
+                                        None if value is UNSET else value))
+            continue
+        if not isinstance(value, str) or value not in known:
+            hint = f" (did you mean '{value.strip().lower()}'?)" if (
+                isinstance(value, str) and value.strip().lower() in known) else ""
+            res.findings.append(Finding(
+                host, f"llmfleet_gpu_arch {_show(value)} is not a known GPU arch{hint}",
+                f"use one of {known_list} (sm_121 = GB10/DGX Spark, sm_110 = Jetson Thor)",
+                (host,), "llmfleet_gpu_arch", value))
+            continue
+        if expected and value != expected:
+            group = in_groups[0]
+            res.findings.append(Finding(
+                host, f"llmfleet_gpu_arch '{value}' contradicts group {group} ({GROUP_PLATFORM[group]} is {expected})",
+                f"set llmfleet_gpu_arch: {expected} for {host}, or move it to the right platform group",
+                (host,), "llmfleet_gpu_arch", value))
+            continue
+        by_arch.setdefault(value, []).append(host)
+    res.details = "; ".join(f"{arch}: {_names(hs)}" for arch, hs in by_arch.items())
+    return res
+
+
+def _group_values(inv: _Inventory, hosts: t.Sequence[str], name: str) -> dict[str, t.Any]:
+    return {h: inv.var(h, name) for h in hosts}
+
+
+def _differs(values: t.Mapping[str, t.Any]) -> bool:
+    return len({"\0unset" if v is UNSET else _canon(v) for v in values.values()}) > 1
+
+
+def _render_values(values: t.Mapping[str, t.Any]) -> str:
+    return ", ".join(f"{h}={_show(v)}" for h, v in values.items())
+
+
+def _resolve_profile(inv: _Inventory, hosts: t.Sequence[str],
+                     profiles: t.Mapping[str, t.Any] | None) -> tuple[str | None, t.Mapping[str, t.Any] | None]:
+    """The serving group's profile name and data when it is consistent and loadable."""
+    names = {inv.var(h, "llmfleet_serve_profile") for h in hosts} - {UNSET, None, ""}
+    if len(names) != 1:
+        return None, None
+    name = next(iter(names))
+    if not isinstance(name, str) or profiles is None:
+        return name if isinstance(name, str) else None, None
+    data = profiles.get(name)
+    return name, data if isinstance(data, t.Mapping) else None
+
+
+def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None, profiles_location: str,
+                         engines: t.Sequence[str]) -> CheckResult:
+    res = CheckResult("engine_profile", CHECKS["engine_profile"])
+    engine_list = ", ".join(engines)
+    available = sorted(k for k in profiles) if profiles is not None else []
+    unverifiable: dict[str, list[str]] = {}
+    for host in inv.members:
+        engine = inv.var(host, "llmfleet_engine")
+        if engine is not UNSET and engine is not None and engine not in engines:
+            hint = f" (did you mean '{engine.strip().lower()}'?)" if (
+                isinstance(engine, str) and engine.strip().lower() in engines) else ""
+            res.findings.append(Finding(
+                host, f"llmfleet_engine {_show(engine)} is not a supported engine{hint}",
+                f"use one of {engine_list}", (host,), "llmfleet_engine", engine))
+        name = inv.var(host, "llmfleet_serve_profile")
+        if name is UNSET or name is None or name == "":
+            continue
+        if not isinstance(name, str) or not PROFILE_NAME_RE.match(name):
+            res.findings.append(Finding(
+                host, f"llmfleet_serve_profile {_show(name)} is not a profile name",
+                "use the file name of a profile under profiles/ without '.yml'", (host,), "llmfleet_serve_profile",
+                name))
+            continue
+        if profiles is None:
+            unverifiable.setdefault(name, []).append(host)
+            continue
+        data = profiles.get(name)
+        if data is None:
+            res.findings.append(Finding(
+                host, f"llmfleet_serve_profile '{name}' does not exist in {profiles_location}",
+                f"use one of: {', '.join(available) or '(none defined)'}", (host,), "llmfleet_serve_profile", name))
+        elif isinstance(data, ProfileError):
+            res.findings.append(Finding(
+                host, f"llmfleet_serve_profile '{name}' cannot be read ({data.error})",
+                f"fix {profiles_location}/{name}.yml", (host,), "llmfleet_serve_profile", name))
+        elif not isinstance(data, t.Mapping):
+            res.findings.append(Finding(
+                host, f"llmfleet_serve_profile '{name}': the profile file is not a mapping",
+                f"fix {profiles_location}/{name}.yml", (host,), "llmfleet_serve_profile", name))
+        else:
+            wanted = data.get("engine")
+            allowed = [wanted] if isinstance(wanted, str) else list(wanted or []) if isinstance(wanted, list) else []
+            if allowed and engine is not UNSET and engine is not None and engine not in allowed:
+                res.findings.append(Finding(
+                    host, f"llmfleet_engine {_show(engine)} but serve profile '{name}' is for {' or '.join(allowed)}",
+                    f"set llmfleet_engine: {allowed[0]} or pick a profile for {engine}",
+                    (host,), "llmfleet_engine", engine))
+    for name, hosts in unverifiable.items():
+        # The collection has no profiles at all (yet): cannot tell, so warn, do not fail.
+        res.findings.append(Finding(
+            _names(hosts), f"llmfleet_serve_profile '{name}' cannot be verified: there is no profiles directory "
+            f"({profiles_location})", f"add {profiles_location}/{name}.yml, or unset llmfleet_serve_profile",
+            tuple(hosts), "llmfleet_serve_profile", name, severity="warn"))
+    details = []
+    for cluster in inv.clusters:
+        how, hosts = inv.serving_group(cluster)
+        for name in ("llmfleet_engine", "llmfleet_serve_profile"):
+            values = _group_values(inv, hosts, name)
+            if _differs(values):
+                res.findings.append(Finding(
+                    _names(hosts), f"{name} differs across the serving group of cluster '{cluster}' ({how}): "
+                    f"{_render_values(values)}",
+                    "a serving group runs one engine and one profile: set it once for the group (group_vars)",
+                    tuple(hosts), name, {h: _jsonable(v) for h, v in values.items()}))
+        engines_set = {_canon(v) for v in _group_values(inv, hosts, "llmfleet_engine").values() if v is not UNSET}
+        profile, _ = _resolve_profile(inv, hosts, profiles)
+        part = f"{cluster}: engine {next(iter(engines_set)) if len(engines_set) == 1 else 'not set'}"
+        details.append(part + (f", profile '{profile}'" if profile else ", no profile"))
+    res.details = "; ".join(details)
+    return res
+
+
+def check_parallelism(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -> CheckResult:
+    res = CheckResult("parallelism", CHECKS["parallelism"])
+    details = []
+    for cluster in inv.clusters:
+        how, hosts = inv.serving_group(cluster)
+        if not hosts:
+            continue
+        gpus, bad = 0, False
+        for host in hosts:
+            value = inv.var(host, "llmfleet_gpus_per_node")
+            n = 1 if value is UNSET or value is None else _int_value(value)
+            if n is None:
+                bad = True
+                res.findings.append(Finding(
+                    host, f"llmfleet_gpus_per_node {_show(value)} is not a positive integer",
+                    "set it to the number of GPUs the host serves with (default 1)", (host,),
+                    "llmfleet_gpus_per_node", value))
+            else:
+                gpus += n
+        profile_name, profile = _resolve_profile(inv, hosts, profiles)
+        sizes: dict[str, tuple[int, str]] = {}
+        for short, var, key in (("TP", "llmfleet_tensor_parallel_size", "tensor_parallel_size"),
+                                ("PP", "llmfleet_pipeline_parallel_size", "pipeline_parallel_size")):
+            values = _group_values(inv, hosts, var)
+            set_values = {h: v for h, v in values.items() if v is not UNSET and v is not None}
+            if set_values:
+                if _differs(values):
+                    bad = True
+                    res.findings.append(Finding(
+                        _names(hosts), f"{var} differs across the serving group of cluster '{cluster}' ({how}): "
+                        f"{_render_values(values)}", "set it once for the serving group (group_vars)",
+                        tuple(hosts), var, {h: _jsonable(v) for h, v in values.items()}))
+                    continue
+                raw = next(iter(set_values.values()))
+                n = _int_value(raw)
+                if n is None:
+                    bad = True
+                    res.findings.append(Finding(
+                        _names(set_values), f"{var} {_show(raw)} is not a positive integer",
+                        "set a positive integer", tuple(set_values), var, raw))
+                    continue
+                sizes[short] = (n, var)
+            elif profile is not None and profile.get(key) is not None:
+                n = _int_value(profile.get(key))
+                if n is None:
+                    bad = True
+                    res.findings.append(Finding(
+                        f"profile '{profile_name}'", f"{key} {_show(profile.get(key))} is not a positive integer",
+                        f"fix profiles/{profile_name}.yml or set {var}", tuple(hosts), key, profile.get(key)))
+                    continue
+                sizes[short] = (n, f"profile '{profile_name}' {key}")
+        if bad:
+            continue
+        if not sizes:
+            details.append(f"{cluster}: no TP/PP declared, {gpus} GPU{'s' if gpus != 1 else ''}")
+            continue
+        tp, tp_src = sizes.get("TP", (1, "default"))
+        pp, pp_src = sizes.get("PP", (1, "default"))
+        if tp * pp != gpus:
+            per_node = {h: inv.var(h, "llmfleet_gpus_per_node") for h in hosts}
+            per_node_text = ("1 per node" if all(v is UNSET or v is None for v in per_node.values())
+                             else "llmfleet_gpus_per_node " + _render_values(per_node))
+            res.findings.append(Finding(
+                f"cluster '{cluster}'",
+                f"TP {tp} ({tp_src}) x PP {pp} ({pp_src}) = {tp * pp} GPU{'s' if tp * pp != 1 else ''}, but the "
+                f"serving group ({how}: {_names(hosts)}) has {gpus} ({per_node_text})",
+                f"make TP x PP = {gpus} (llmfleet_tensor_parallel_size / llmfleet_pipeline_parallel_size"
+                f"{f' or profile {profile_name!r}' if profile_name else ''}), or resize the serving group "
+                f"({SERVE} / llmfleet_gpus_per_node) to {tp * pp} GPUs",
+                tuple(hosts), "llmfleet_tensor_parallel_size", {"tp": tp, "pp": pp, "gpus": gpus}))
+        else:
+            details.append(f"{cluster}: TP {tp} x PP {pp} = {gpus} GPU{'s' if gpus != 1 else ''} on {_names(hosts)}")
+    res.details = "; ".join(details)
+    return res
+
+
+def check_versions(inv: _Inventory) -> CheckResult:
+    res = CheckResult("versions", CHECKS["versions"])
+    details = []
+    for cluster in inv.clusters:
+        how, hosts = inv.serving_group(cluster)
+        names = sorted({n for h in hosts for n in (inv.hostvars.get(h) or {}) if is_pin_var(n)})
+        differing = 0
+        for name in names:
+            values = _group_values(inv, hosts, name)
+            if _differs(values):
+                differing += 1
+                res.findings.append(Finding(
+                    _names(hosts), f"{name} differs across the serving group of cluster '{cluster}' ({how}): "
+                    f"{_render_values(values)}",
+                    "pin one value for the whole serving group (group_vars), not per host",
+                    tuple(hosts), name, {h: _jsonable(v) for h, v in values.items()}))
+        if not differing:
+            details.append(f"{cluster}: {len(names)} pinned var{'s' if len(names) != 1 else ''} on {_names(hosts)}")
+    res.details = "; ".join(details)
+    return res
+
+
+def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.Mapping[str, t.Sequence[str]],
+                    profiles: t.Mapping[str, t.Any] | None = None, profiles_location: str = "profiles",
+                    known_gpu_archs: t.Sequence[str] = KNOWN_GPU_ARCHS,
+                    engines: t.Sequence[str] = ENGINES) -> Report:
+    """Run every controller-side check; nothing here touches a host or the disk.
+
+    ``hostvars``: host -> its (templated) variables; at least the ``llmfleet_*`` ones and the pins.
+    ``groups``: group -> hosts, as Ansible's ``groups`` (``all`` gives the report order).
+    ``profiles``: profile name -> profile mapping (or :class:`ProfileError`); None if there is no
+    profiles directory at all. ``profiles_location`` names that directory in messages.
+    """
+    inv = _Inventory(hostvars, groups)
+    checks = [
+        check_ray_head(inv),
+        check_fabric_ip(inv),
+        check_gpu_arch(inv, known_gpu_archs),
+        check_engine_profile(inv, profiles, profiles_location, engines),
+        check_parallelism(inv, profiles),
+        check_versions(inv),
+    ]
+    by_key = {c.key: c for c in checks}
+    for host in inv.sort(hostvars):
+        for name, key in CORE_VARS.items():
+            value = (hostvars.get(host) or {}).get(name)
+            if isinstance(value, Unevaluated):
+                by_key[key].findings.insert(0, Finding(
+                    host, f"{name} {_show(value)} cannot be evaluated before any host is contacted ({value.error})",
+                    "set it literally in the inventory (facts are not gathered yet)", (host,), name, value))
+    return Report(checks)

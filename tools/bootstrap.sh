@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what the controller needs on a fresh Debian 12 machine (as root). Idempotent and quiet
+# when everything is already there: `make` calls it before every demo/test run.
+set -euo pipefail
+PKGS="podman runc debootstrap iproute2 iputils-ping openssh-client rsync jq xz-utils dpkg-dev"
+missing=""
+for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  echo "[bootstrap] apt-get install:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends $missing >/dev/null
+fi
+# cgroups v1 hybrid: crun fails here, runc works (see README "simulated lab").
+if ! grep -qs '^runtime *= *"runc"' /etc/containers/containers.conf; then
+  mkdir -p /etc/containers
+  printf '[engine]\nruntime = "runc"\n' >> /etc/containers/containers.conf
+fi
