@@ -128,6 +128,7 @@ class ActionModule(ActionBase):
         "profiles_dir": {"type": "path"},
         "known_gpu_archs": {"type": "list", "elements": "str"},
         "engines": {"type": "list", "elements": "str"},
+        "fail_on_problems": {"type": "bool", "default": True},
     }
 
     def run(self, tmp=None, task_vars=None):
@@ -150,7 +151,8 @@ class ActionModule(ActionBase):
         )
         data = report.to_dict()
         lines = data["lines"]
-        result.update(changed=False, ok=report.ok, lines=lines, checks=data["checks"])
+        n = len(report.failures)
+        result.update(changed=False, ok=report.ok, problems=n, lines=lines, checks=data["checks"])
         if args["report_json"]:
             data["hosts"] = hosts
             try:
@@ -161,8 +163,7 @@ class ActionModule(ActionBase):
         if report.ok:
             result["msg"] = f"inventory preflight: {len(report.checks)} checks passed"
         else:
-            n = len(report.failures)
-            result["failed"] = True
             result["msg"] = (f"inventory preflight: {n} problem{'s' if n != 1 else ''} "
                              "(no host was contacted):\n" + "\n".join(lines))
+            result["failed"] = args["fail_on_problems"]
         return result

@@ -18,14 +18,15 @@ description:
   - Global overrides, then per-host overrides, are applied last and win. A null value removes
     the variable.
   - Fails naming the host and the fix when a host of the group has no fabric interface or IP.
-  - The same file provides C(llmfleet.cluster.cluster_transport) (same arguments, returns
-    C(roce) or C(socket)) and C(llmfleet.cluster.env_file) (renders a dict as a sorted,
-    quoted systemd EnvironmentFile with a header comment).
+  - The same file provides C(llmfleet.cluster.cluster_transport) (input, O(group) and
+    O(transport) as here; returns C(roce) or C(socket)) and C(llmfleet.cluster.env_file)
+    (renders one host's env dict as a sorted, quoted systemd EnvironmentFile with a header
+    comment; optional argument C(header)).
 positional: group
 options:
   _input:
     description:
-      - Per-host facts, C({host: {fabric_ip, fabric_iface, rdma_up_netdevs, nccl_ib_hca}}).
+      - 'Per-host facts: C({host: {fabric_ip, fabric_iface, rdma_up_netdevs, nccl_ib_hca}}).'
       - C(rdma_up_netdevs) and C(nccl_ib_hca) are the values returned by
         M(llmfleet.cluster.rdma_info) (a list or a comma-separated string each).
     type: dict
@@ -36,11 +37,11 @@ options:
     elements: str
     required: true
   overrides:
-    description: Environment overrides for every host, C({VAR: value}).
+    description: 'Environment overrides for every host: C({VAR: value}).'
     type: dict
     default: {}
   host_overrides:
-    description: Per-host environment overrides, C({host: {VAR: value}}), applied after O(overrides).
+    description: 'Per-host environment overrides: C({host: {VAR: value}}), applied after O(overrides).'
     type: dict
     default: {}
   transport:
@@ -79,7 +80,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C({host: {VAR: value}}) for every host of the group; values are strings.
+  description: 'C({host: {VAR: value}}) for every host of the group; values are strings.'
   type: dict
 """
 

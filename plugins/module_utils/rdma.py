@@ -41,7 +41,7 @@ _PLAIN_RE = re.compile(
 
 # `ibdev2netdev -v` (mlnx-tools print_verbose_info):
 #   "<pci> <ibdev> (<MT devid> - <part id>) <description> fw <fw> port <n> (<PORT STATE>) ==> <netdev> (<Up|Down>)"
-# e.g. "0000:01:00.1 mlx5_1 (MT4129 - MCX75310AAS-NEAT) ConnectX-7 ... fw 28.39.1002 port 1 (ACTIVE) ==> enp1s0f1np1 (Up)"
+# e.g. "0000:02:00.0 mlx5_0 (MT4115 - MT1523X04353) CX456A - ConnectX-4 QSFP fw 12.23.1020 port 1 (ACTIVE) ==> enp2s0f0 (Up)"
 # The PCI address is empty for devices without one (soft RoCE), the port state is
 # padded ("(DOWN  )") and the description may itself hold parentheses.
 _VERBOSE_RE = re.compile(

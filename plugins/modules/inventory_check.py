@@ -10,8 +10,8 @@ DOCUMENTATION = r"""
 module: inventory_check
 short_description: Check a fleet inventory for consistency on the controller, before any host is contacted
 description:
-  - Evaluates C(hostvars) and C(groups) of the whole inventory on the controller and checks,
-    per cluster (hosts are partitioned by C(llmfleet_cluster), default C(default)):
+  - Evaluates C(hostvars) and C(groups) of the whole inventory on the controller and checks the
+    following, per cluster (hosts are partitioned by C(llmfleet_cluster), default C(default)).
   - Exactly one host in group C(ray_head) per cluster; no host in both C(ray_head) and C(ray_workers);
     every C(serve_nodes) host is a Ray node.
   - Every Ray node and serving host has a C(llmfleet_fabric_ip) that is a usable IPv4 address (not
@@ -43,10 +43,11 @@ options:
     type: path
   profiles_dir:
     description:
-      - Directory holding the serve profiles (C(<name>.yml)).
-      - A missing directory means no profile exists.
+      - Directory holding the serve profiles (C(<name>.yml)); when not set, C(profiles/) at the root of
+        this collection.
+      - When the directory does not exist at all, a set C(llmfleet_serve_profile) is only a warning
+        (it cannot be verified); when it exists, a missing profile file is a failure.
     type: path
-    default: <collection root>/profiles
   known_gpu_archs:
     description:
       - GPU architectures accepted in C(llmfleet_gpu_arch).
@@ -59,6 +60,13 @@ options:
     type: list
     elements: str
     default: [vllm, sglang]
+  fail_on_problems:
+    description:
+      - Fail the task when a check fails (its C(msg) then lists every line).
+      - V(false) returns the results with RV(ok=false) instead, to print RV(lines) and fail in a
+        later task (as C(llmfleet.cluster.preflight) does, for a compact report).
+    type: bool
+    default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.conn
@@ -84,13 +92,10 @@ attributes:
   platform:
     platforms: all
     details: Runs on the controller only and contacts no host.
-seealso:
-  - name: Preflight playbook
-    description: C(llmfleet.cluster.preflight) runs this on localhost, then the host-side checks.
-    link: https://example.invalid/llmfleet/cluster/playbooks/preflight.yml
 notes:
   - Run it once, on C(localhost) with C(gather_facts=false); it reads the whole inventory regardless of
     C(--limit).
+  - The playbook C(llmfleet.cluster.preflight) runs it first, then the host-side checks.
 """
 
 EXAMPLES = r"""
@@ -113,10 +118,14 @@ ok:
   description: Whether every check passed.
   returned: always
   type: bool
+problems:
+  description: Number of failed findings (lines starting with C(FAIL)).
+  returned: always
+  type: int
 lines:
   description:
-    - The report, one line each - C(FAIL <hosts>: <problem>; <fix>) per problem, then
-      C(ok   <check> (<details>)) per passing check.
+    - "The report, one line each: C(FAIL <hosts>: <problem>; <fix>) per problem, C(WARN ...) per
+      warning, then C(ok   <check> (<details>)) per passing check."
   returned: always
   type: list
   elements: str
@@ -139,7 +148,7 @@ checks:
       description: Whether the check passed.
       type: bool
     details:
-      description: What was found when the check passed (e.g. C(default: spark1)).
+      description: "What was found when the check passed (e.g. C(default: spark1))."
       type: str
     findings:
       description: Problems, each with C(hosts), C(variable), C(value), C(problem), C(fix), C(message), C(severity).

@@ -15,15 +15,15 @@ description:
   - Reports the file that answered (C(path)), the version it reported, every libnccl mapped
     into that process (C(loaded)), and the C(nvidia-nccl-cu*) wheel libraries found on the
     interpreter's C(sys.path).
-  - Also predicts the load from the environment alone (C(predicted)) to explain the result:
-    C(*_NCCL_SO_PATH), then a libnccl from C(LD_PRELOAD) or C(/etc/ld.so.preload), then
+  - Also predicts the load from the environment alone (C(predicted)) to explain the result, in
+    this order; C(*_NCCL_SO_PATH), then a libnccl from C(LD_PRELOAD) or C(/etc/ld.so.preload), then
     C(LD_LIBRARY_PATH), the ld.so cache and the default directories.
   - Read-only; needs no GPU. torch's own reported NCCL version is returned for information
     only, since it need not be the library that is loaded.
 version_added: "0.1.0"
 author: llmfleet maintainers
 options:
-  environment:
+  engine_env:
     description:
       - Variables of the engine's environment, laid over a minimal base (C(PATH), C(HOME),
         C(LANG)) unless O(inherit_environment) is set.
@@ -32,7 +32,7 @@ options:
   env_files:
     description:
       - C(KEY=VALUE) files (systemd EnvironmentFile, docker --env-file, C(export) lines)
-        read in order before O(environment), which wins.
+        read in order before O(engine_env), which wins.
     type: list
     elements: path
     default: []
@@ -91,7 +91,7 @@ notes:
 EXAMPLES = r"""
 - name: Check that the engine would load the sm_121 build
   llmfleet.cluster.nccl_check:
-    environment: "{{ nccl_env | combine({'LD_PRELOAD': engine_ld_preload | default('')}) }}"
+    engine_env: "{{ nccl_env | combine({'LD_PRELOAD': engine_ld_preload | default('')}) }}"
     python: /opt/llmfleet/venv/bin/python
     expected_path: "{{ nccl_library }}"
     expected_version: "{{ nccl_version }}"
@@ -154,7 +154,7 @@ elf_archs:
   type: list
   elements: str
   sample: [sm_121]
-environment:
+engine_env:
   description: The load-relevant variables the probe ran with.
   returned: always
   type: dict
@@ -226,7 +226,7 @@ def build_env(module):
                 env.update(nccl_utils.parse_env_file(f.read()))
         except OSError as e:
             module.fail_json(msg="cannot read env file %s: %s" % (path, e))
-    for key, value in p["environment"].items():
+    for key, value in p["engine_env"].items():
         if value is None:
             env.pop(key, None)
         else:
@@ -284,7 +284,7 @@ def run_probe(module, python, load_name, env):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            environment=dict(type="dict", default={}),
+            engine_env=dict(type="dict", default={}),
             env_files=dict(type="list", elements="path", default=[]),
             inherit_environment=dict(type="bool", default=False),
             python=dict(type="path"),
@@ -318,7 +318,7 @@ def main():
         predicted=predicted,
         wheel_libraries=wheels,
         torch_version=probe.get("torch_version"),
-        environment={k: env[k] for k in LOAD_VARS if k in env},
+        engine_env={k: env[k] for k in LOAD_VARS if k in env},
     )
     if "torch_reported_version" in probe:
         result["torch_reported_version"] = probe["torch_reported_version"]

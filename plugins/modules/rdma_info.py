@@ -151,7 +151,7 @@ def _listdir(path):
 
 def _read_text(path):
     try:
-        with open(path, 'r') as handle:
+        with open(path, 'r', encoding='utf-8') as handle:
             return handle.read()
     except (OSError, UnicodeDecodeError):
         return None

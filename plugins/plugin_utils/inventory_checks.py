@@ -143,6 +143,25 @@ class CheckResult:
     def ok(self) -> bool:
         return not any(f.severity == "fail" for f in self.findings)
 
+    def merge_hosts(self) -> CheckResult:
+        """One line for the same problem on several hosts (e.g. an engine typo in group_vars/all)."""
+        merged: dict[tuple, Finding] = {}
+        out: list[Finding] = []
+        for f in self.findings:
+            if len(f.hosts) != 1 or f.subject != f.hosts[0]:
+                out.append(f)
+                continue
+            key = (f.problem, f.fix, f.variable, f.severity, _canon(f.value))
+            if key in merged:
+                first = merged[key]
+                first.hosts += f.hosts
+                first.subject = _names(first.hosts)
+            else:
+                merged[key] = f
+                out.append(f)
+        self.findings = out
+        return self
+
     @property
     def summary(self) -> str:
         return f"{self.title} ({self.details})" if self.details else self.title
@@ -252,10 +271,11 @@ class _Inventory:
     def __init__(self, hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.Mapping[str, t.Sequence[str]]):
         self.hostvars = hostvars
         self.groups = groups
-        order = list(groups.get("all") or [])
-        order += [h for g in groups.values() for h in g if h not in order]
-        order += [h for h in hostvars if h not in order]
-        self.order = {h: i for i, h in enumerate(dict.fromkeys(order))}
+        order = dict.fromkeys(groups.get("all") or [])
+        for hosts in groups.values():
+            order.update(dict.fromkeys(h for h in hosts if h not in order))
+        order.update(dict.fromkeys(h for h in hostvars if h not in order))
+        self.order = {h: i for i, h in enumerate(order)}
         self.head = self.members_of(HEAD)
         self.workers = self.members_of(WORKERS)
         self.serve = self.members_of(SERVE)
@@ -362,12 +382,12 @@ def _bad_ip_reason(text: str) -> tuple[str, str] | None:
         return "is not an IPv4 address", fix
     if ip.version != 4:
         return "is IPv6", "the fabric (NCCL/Ray) uses IPv4: " + fix
-    kinds = [("loopback", ip.is_loopback), ("link-local (169.254/16)", ip.is_link_local),
-             ("multicast", ip.is_multicast), ("unspecified", ip.is_unspecified),
-             ("broadcast", text == "255.255.255.255"), ("reserved (240/4)", ip.is_reserved)]
+    kinds = [("a loopback", ip.is_loopback), ("a link-local (169.254/16)", ip.is_link_local),
+             ("a multicast", ip.is_multicast), ("the unspecified", ip.is_unspecified),
+             ("the broadcast", text == "255.255.255.255"), ("a reserved (240/4)", ip.is_reserved)]
     for kind, hit in kinds:
         if hit:
-            return f"is a {kind} address", "other nodes cannot reach it: " + fix
+            return f"is {kind} address", "other nodes cannot reach it: " + fix
     return None
 
 
@@ -386,7 +406,12 @@ def check_fabric_ip(inv: _Inventory) -> CheckResult:
                     (host,), "llmfleet_fabric_ip", None if value is UNSET else value))
             continue
         text = value.strip() if isinstance(value, str) else str(value)
-        bad = _bad_ip_reason(text) if isinstance(value, str) else ("is not a string", "quote the IPv4 address")
+        if not isinstance(value, str):
+            bad: tuple[str, str] | None = ("is not a string", "quote the IPv4 address")
+        elif text != value:
+            bad = ("has spaces around it", f"write it as '{text}' (other roles use the value as is)")
+        else:
+            bad = _bad_ip_reason(text)
         if bad:
             res.findings.append(Finding(
                 host, f"llmfleet_fabric_ip {_show(value)} {bad[0]}", bad[1], (host,), "llmfleet_fabric_ip", value))
@@ -622,6 +647,7 @@ def check_parallelism(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -
 
 def check_versions(inv: _Inventory) -> CheckResult:
     res = CheckResult("versions", CHECKS["versions"])
+    fix = "pin one value for the whole serving group (group_vars), not per host"
     details = []
     for cluster in inv.clusters:
         how, hosts = inv.serving_group(cluster)
@@ -629,13 +655,26 @@ def check_versions(inv: _Inventory) -> CheckResult:
         differing = 0
         for name in names:
             values = _group_values(inv, hosts, name)
-            if _differs(values):
-                differing += 1
+            if not _differs(values):
+                continue
+            differing += 1
+            by_value: dict[str, list[str]] = {}
+            for h, v in values.items():
+                by_value.setdefault("\0unset" if v is UNSET else _canon(v), []).append(h)
+            ranked = sorted(by_value.values(), key=len, reverse=True)
+            if len(ranked[0]) > len(ranked[1]):
+                # A clear majority: name the odd hosts, one line per odd value.
+                usual = values[ranked[0][0]]
+                for odd in ranked[1:]:
+                    res.findings.append(Finding(
+                        _names(odd), f"{name} {_show(values[odd[0]])} differs from {_show(usual)} on the rest of the "
+                        f"serving group of cluster '{cluster}' ({how}: {_names(ranked[0])})", fix,
+                        tuple(odd), name, {h: _jsonable(values[h]) for h in hosts}))
+            else:
                 res.findings.append(Finding(
                     _names(hosts), f"{name} differs across the serving group of cluster '{cluster}' ({how}): "
-                    f"{_render_values(values)}",
-                    "pin one value for the whole serving group (group_vars), not per host",
-                    tuple(hosts), name, {h: _jsonable(v) for h, v in values.items()}))
+                    f"{_render_values(values)}", fix, tuple(hosts), name,
+                    {h: _jsonable(v) for h, v in values.items()}))
         if not differing:
             details.append(f"{cluster}: {len(names)} pinned var{'s' if len(names) != 1 else ''} on {_names(hosts)}")
     res.details = "; ".join(details)
@@ -662,12 +701,15 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
         check_parallelism(inv, profiles),
         check_versions(inv),
     ]
-    by_key = {c.key: c for c in checks}
+    unevaluated: dict[str, list[Finding]] = {c.key: [] for c in checks}
     for host in inv.sort(hostvars):
         for name, key in CORE_VARS.items():
             value = (hostvars.get(host) or {}).get(name)
             if isinstance(value, Unevaluated):
-                by_key[key].findings.insert(0, Finding(
+                unevaluated[key].append(Finding(
                     host, f"{name} {_show(value)} cannot be evaluated before any host is contacted ({value.error})",
                     "set it literally in the inventory (facts are not gathered yet)", (host,), name, value))
+    for check in checks:
+        check.findings[:0] = unevaluated[check.key]
+        check.merge_hosts()
     return Report(checks)

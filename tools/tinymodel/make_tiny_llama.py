@@ -113,12 +113,21 @@ def make(outdir: Path, seed: int, hidden: int, layers: int, heads: int, kv_heads
         pad_token_id=tok.token_to_id(PAD),
         tie_word_embeddings=False,
         initializer_range=0.02,
+        dtype="float32",
     )
-    config.torch_dtype = torch.float32
     with torch.no_grad():
         model = LlamaForCausalLM(config).to(torch.float32).eval()
     model.generation_config.do_sample = False
     model.save_pretrained(str(outdir), safe_serialization=True)
+
+    # transformers 5 writes its own class name; the generic one loads on 4.x and 5.x alike.
+    tc_path = outdir / "tokenizer_config.json"
+    tc = json.loads(tc_path.read_text())
+    tc["tokenizer_class"] = "PreTrainedTokenizerFast"
+    tc_path.write_text(json.dumps(tc, indent=2, sort_keys=True) + "\n")
+    for f in outdir.iterdir():
+        if f.is_file():
+            f.chmod(0o644)
 
     files = sorted(p.name for p in outdir.iterdir() if p.is_file())
     digests = {f: hashlib.sha256((outdir / f).read_bytes()).hexdigest()[:16] for f in files}

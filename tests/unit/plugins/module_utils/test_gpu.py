@@ -62,8 +62,8 @@ def test_parse_memory(value, expected):
      'sm_90'),
     ('h200_query.csv', 1,
      {'index': 0, 'name': 'NVIDIA H200', 'compute_cap': '9.0', 'arch': 'sm_90',
-      'driver_version': '570.124.06', 'memory_mib': 143771, 'unified_memory': False,
-      'uuid': 'GPU-8c2d4e6f-1a3b-4c5d-9e7f-0a1b2c3d4e50'},
+      'driver_version': '580.159.04', 'memory_mib': 143771, 'unified_memory': False,
+      'uuid': 'GPU-87f8ef9b-1686-3ee9-f286-c006ffe3ff40'},
      'sm_90'),
     ('mixed_rtx5090_gb10_query.csv', 2,
      {'index': 0, 'name': 'NVIDIA GB10', 'compute_cap': '12.1', 'arch': 'sm_121',
@@ -106,6 +106,7 @@ def test_parse_query_na_compute_cap():
     ('gb10_smi.txt', '13.0', '580.95.05'),
     ('thor_smi.txt', '13.0', '580.00'),
     ('h100_smi.txt', '12.4', '550.54.15'),
+    ('h200_smi.txt', '13.0', '580.159.04'),
     ('driver_not_loaded.txt', None, None),
 ])
 def test_header_versions(name, cuda, driver):
@@ -139,8 +140,10 @@ def test_is_no_devices(name, expected):
      {'gpu_count': 1, 'gpu_arch': 'sm_110', 'driver_version': '580.00', 'cuda_version': '13.0'}),
     ('h100_x8_query.csv', 'h100_smi.txt',
      {'gpu_count': 8, 'gpu_arch': 'sm_90', 'driver_version': '550.54.15', 'cuda_version': '12.4'}),
+    ('h200_query.csv', 'h200_smi.txt',
+     {'gpu_count': 1, 'gpu_arch': 'sm_90', 'driver_version': '580.159.04', 'cuda_version': '13.0'}),
     ('h200_query.csv', None,
-     {'gpu_count': 1, 'gpu_arch': 'sm_90', 'driver_version': '570.124.06', 'cuda_version': None}),
+     {'gpu_count': 1, 'gpu_arch': 'sm_90', 'driver_version': '580.159.04', 'cuda_version': None}),
     (None, None,
      {'gpu_count': 0, 'gpu_arch': None, 'driver_version': None, 'cuda_version': None}),
 ])

@@ -1,0 +1,28 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Filters over the fleet's topology (clusters, Ray nodes, serving group, NIC by IP)."""
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import topology
+
+
+def _serving_group(host, groups, hostvars):
+    return topology.serving_group(groups, hostvars, topology.cluster_of(hostvars, host))
+
+
+def _ray_nodes(host, groups, hostvars):
+    return topology.ray_nodes(groups, hostvars, topology.cluster_of(hostvars, host))
+
+
+def _ray_head(host, groups, hostvars):
+    return topology.ray_head(groups, hostvars, topology.cluster_of(hostvars, host))
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            'serving_group': _serving_group,
+            'cluster_ray_nodes': _ray_nodes,
+            'cluster_ray_head': _ray_head,
+            'iface_for_ip': topology.iface_for_ip,
+            'prefix_for_ip': topology.prefix_for_ip,
+        }

@@ -1,0 +1,72 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Who is in which cluster, who serves, and which NIC holds an address. Pure functions.
+
+A fleet inventory may hold several clusters: hosts are partitioned by ``llmfleet_cluster``
+(default ``default``). Within a cluster the Ray nodes are ``ray_head`` + ``ray_workers``; the
+serving group is the cluster's part of ``serve_nodes`` when that group has any, else its Ray
+nodes.
+"""
+
+DEFAULT_CLUSTER = 'default'
+
+
+def cluster_of(hostvars, host):
+    value = (hostvars.get(host) or {}).get('llmfleet_cluster')
+    return value if value else DEFAULT_CLUSTER
+
+
+def _ordered(groups, names):
+    """Hosts of the named groups, de-duplicated, in inventory order."""
+    order = list(groups.get('all') or [])
+    members = []
+    for name in names:
+        for h in groups.get(name) or []:
+            if h not in members:
+                members.append(h)
+    return sorted(members, key=lambda h: (order.index(h) if h in order else len(order), h))
+
+
+def ray_nodes(groups, hostvars, cluster):
+    return [h for h in _ordered(groups, ('ray_head', 'ray_workers')) if cluster_of(hostvars, h) == cluster]
+
+
+def ray_head(groups, hostvars, cluster):
+    heads = [h for h in _ordered(groups, ('ray_head',)) if cluster_of(hostvars, h) == cluster]
+    return heads[0] if heads else None
+
+
+def serving_group(groups, hostvars, cluster):
+    serve = [h for h in _ordered(groups, ('serve_nodes',)) if cluster_of(hostvars, h) == cluster]
+    return serve or ray_nodes(groups, hostvars, cluster)
+
+
+def iface_for_ip(facts, ip):
+    """Name of the interface holding IPv4 ``ip`` in Ansible's network facts, or ''.
+
+    ``facts`` is ``ansible_facts`` (keys ``interfaces`` and one dict per interface with
+    ``ipv4`` and ``ipv4_secondaries``). Names are never assumed: podman and real hosts alike
+    name the fabric NIC differently from node to node.
+    """
+    for name in facts.get('interfaces') or []:
+        data = facts.get(name.replace('-', '_')) or facts.get(name) or {}
+        addrs = []
+        if isinstance(data.get('ipv4'), dict):
+            addrs.append(data['ipv4'])
+        addrs.extend(a for a in data.get('ipv4_secondaries') or [] if isinstance(a, dict))
+        for a in addrs:
+            if a.get('address') == ip:
+                return data.get('device', name)
+    return ''
+
+
+def prefix_for_ip(facts, ip, default=24):
+    """Prefix length of ``ip`` as configured now (so netplan keeps it), else ``default``."""
+    iface = iface_for_ip(facts, ip)
+    if not iface:
+        return default
+    data = facts.get(iface.replace('-', '_')) or facts.get(iface) or {}
+    for a in [data.get('ipv4') or {}] + list(data.get('ipv4_secondaries') or []):
+        if a.get('address') == ip and a.get('prefix'):
+            return int(a['prefix'])
+    return default
