@@ -51,9 +51,7 @@ unit: venv link
 	$(BIN)/pytest -q tests/unit
 
 sanity: venv
-	@rm -rf .build/sanity && mkdir -p .build/sanity/ansible_collections/llmfleet/cluster
-	@git ls-files -co --exclude-standard | grep -v '^\.build/' | tar -cf - -T - | tar -xf - -C .build/sanity/ansible_collections/llmfleet/cluster
-	cd .build/sanity/ansible_collections/llmfleet/cluster && $(BIN)/ansible-test sanity --venv --python 3.11 --color no
+	$(ROOT)/tools/ci/sanity.sh
 
 lint: venv link
 	$(BIN)/ansible-lint --profile production

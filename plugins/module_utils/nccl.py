@@ -178,7 +178,7 @@ def parse_ldconfig_cache(text, machine=None):
 
 
 def libnccl_from_maps(text):
-    """/proc/<pid>/maps -> libnccl files mapped into the process, first-mapped first."""
+    """/proc/<pid>/maps -> libnccl files mapped into the process (address order)."""
     seen = []
     for line in text.splitlines():
         parts = line.split(None, 5)
@@ -195,7 +195,7 @@ def libnccl_from_maps(text):
 def parse_cuobjdump_list_elf(text):
     """`cuobjdump --list-elf` -> sorted unique SM archs of the embedded cubins.
 
-    Lines look like ``ELF file    1: libnccl.so.2.29.7.1.sm_121.cubin``.
+    Lines look like ``ELF file    1: libnccl.so.1.sm_121.cubin``.
     """
     archs = set()
     for line in text.splitlines():
@@ -266,18 +266,22 @@ def resolve_nccl(env, exists, ld_cache=(), system_preload=(), engine="vllm",
     return {"path": None, "source": None, "preloaded": preloaded, "searched": searched}
 
 
-def load_problems(expected, path, loaded, path_source=None):
-    """Why the engine would not use ``expected`` (all arguments are real paths).
+def load_problems(expected, path, bound_path=None, path_source=None, bound_source=None):
+    """Why the engine would not use ``expected`` (all paths are real paths).
 
-    ``path`` answered ncclGetVersion for the engine; ``loaded`` lists every libnccl
-    mapped into that process. Returns a list of messages; empty means all is well.
+    ``path`` answered ncclGetVersion through the handle the engine's pynccl opens;
+    ``bound_path`` is the libnccl the rest of the process (torch's own NCCL calls) binds to,
+    or None when there is none. Returns messages; empty means all is well.
     """
     problems = []
     if path != expected:
-        how = " (via %s)" % path_source if path_source else ""
-        problems.append("the engine would load %s%s, not the expected %s" % (path, how, expected))
-    for other in loaded:
-        if other not in (expected, path):
-            problems.append("another libnccl is mapped into the engine process: %s "
-                            "(expected only %s)" % (other, expected))
+        problems.append("the engine would load %s%s, not the expected %s"
+                        % (path, _via(path_source), expected))
+    if bound_path is not None and bound_path != expected:
+        problems.append("torch's own NCCL calls in the engine process would bind to %s%s, "
+                        "not the expected %s" % (bound_path, _via(bound_source), expected))
     return problems
+
+
+def _via(source):
+    return " (via %s)" % source if source else ""

@@ -12,9 +12,11 @@ description:
     imports C(torch) there first (as the engine does), then loads NCCL the way vLLM's and
     SGLang's pynccl do (by the C(*_NCCL_SO_PATH) path, else by the soname C(libnccl.so.2))
     through ctypes and calls C(ncclGetVersion).
-  - Reports the file that answered (C(path)), the version it reported, every libnccl mapped
-    into that process (C(loaded)), and the C(nvidia-nccl-cu*) wheel libraries found on the
-    interpreter's C(sys.path).
+  - Reports the file that answered (C(path)), the version it reported, the libnccl the rest
+    of the process binds to (C(bound_path), what torch's own NCCL calls use, that is a libnccl in the
+    global scope such as an C(LD_PRELOAD), else the one torch loaded under the soname), every
+    libnccl mapped into the process (C(loaded)), and the C(nvidia-nccl-cu*) wheel libraries
+    found on the interpreter's C(sys.path).
   - Also predicts the load from the environment alone (C(predicted)) to explain the result, in
     this order; C(*_NCCL_SO_PATH), then a libnccl from C(LD_PRELOAD) or C(/etc/ld.so.preload), then
     C(LD_LIBRARY_PATH), the ld.so cache and the default directories.
@@ -59,8 +61,9 @@ options:
     default: vllm
   expected_path:
     description:
-      - Fail unless this library (compared by real path) answers for the engine and no
-        other libnccl is mapped into the engine process.
+      - Fail unless this library (compared by real path) answers for the engine (RV(path))
+        and, where the rest of the process binds to a libnccl (RV(bound_path), torch's own
+        NCCL calls), it is this one too.
     type: path
   expected_version:
     description: Fail unless ncclGetVersion reports this release (C(2.29.7) or C(2.29.7-1)).
@@ -118,8 +121,21 @@ version_string:
   returned: success
   type: str
   sample: 2.29.7
+bound_path:
+  description: >-
+    Real path of the libnccl the rest of the engine process (torch's own NCCL calls) binds
+    to: a libnccl in the global scope (LD_PRELOAD, RTLD_GLOBAL loads), else the one torch
+    loaded under the soname libnccl.so.2. Null when neither exists (for instance no torch).
+  returned: success
+  type: str
+bound_version_string:
+  description: ncclGetVersion of RV(bound_path) as X.Y.Z.
+  returned: when RV(bound_path) is not null
+  type: str
 loaded:
-  description: Real paths of every libnccl mapped into the probe process.
+  description: >-
+    Real paths of every libnccl mapped into the probe process. One that is neither RV(path)
+    nor RV(bound_path) is mapped but unused, and only warned about.
   returned: success
   type: list
   elements: str
@@ -172,7 +188,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils import nccl as nc
 
 # Runs in the engine's interpreter, which may lack Ansible: standard library only.
 PROBE = r"""
-import ctypes, ctypes.util, json, sys
+import ctypes, ctypes.util, json, os, sys
 out = {"sys_path": [p for p in sys.path if p]}
 if sys.argv[2] == "1":
     try:
@@ -185,23 +201,43 @@ if sys.argv[2] == "1":
             out["torch_reported_error"] = "%s: %s" % (type(e).__name__, e)
     except Exception as e:
         out["torch_error"] = "%s: %s" % (type(e).__name__, e)
-try:
-    lib = ctypes.CDLL(sys.argv[1])
-    fn = lib.ncclGetVersion
-    code = ctypes.c_int(0)
-    out["rc"] = fn(ctypes.byref(code))
-    out["version"] = code.value
 
-    class DlInfo(ctypes.Structure):
-        _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
-                    ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
-    try:
-        dladdr = ctypes.CDLL(None).dladdr
-    except AttributeError:
-        dladdr = ctypes.CDLL(ctypes.util.find_library("dl")).dladdr
+
+class DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+try:
+    dladdr = ctypes.CDLL(None).dladdr
+except AttributeError:
+    dladdr = ctypes.CDLL(ctypes.util.find_library("dl")).dladdr
+
+
+def call(fn, key):
+    code = ctypes.c_int(0)
+    out[key + "rc"] = fn(ctypes.byref(code))
+    out[key + "version"] = code.value
     info = DlInfo()
     if dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
-        out["answered_by"] = info.dli_fname.decode()
+        out[key + "answered_by"] = info.dli_fname.decode()
+
+
+# What the rest of the process (torch's own NCCL calls) binds to, looked up before this probe
+# loads anything: a libnccl in the global scope (LD_PRELOAD, RTLD_GLOBAL) interposes on
+# everyone; otherwise the object already loaded under the soname, i.e. torch's dependency.
+try:
+    call(ctypes.CDLL(None).ncclGetVersion, "bound_")
+    out["bound_how"] = "global"
+except AttributeError:
+    try:
+        call(ctypes.CDLL("libnccl.so.2", mode=os.RTLD_NOLOAD | os.RTLD_LAZY).ncclGetVersion, "bound_")
+        out["bound_how"] = "soname"
+    except (OSError, AttributeError):
+        pass
+# What the engine's pynccl does: dlopen the *_NCCL_SO_PATH or the soname, call through the handle.
+try:
+    call(ctypes.CDLL(sys.argv[1]).ncclGetVersion, "")
 except (OSError, AttributeError) as e:
     out["error"] = "%s: %s" % (type(e).__name__, e)
 with open("/proc/self/maps") as f:
@@ -209,6 +245,8 @@ with open("/proc/self/maps") as f:
 sys.stdout.write("\n@@NCCL_CHECK@@" + json.dumps(out) + "\n")
 """
 MARKER = "@@NCCL_CHECK@@"
+BOUND_HOW = {"global": "the global scope",
+             "soname": "the libnccl.so.2 torch loaded as its dependency"}
 LOAD_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "VLLM_NCCL_SO_PATH", "SGLANG_NCCL_SO_PATH",
              "PYTHONPATH", "CUDA_VISIBLE_DEVICES")
 
@@ -331,21 +369,29 @@ def main():
 
     answered = probe.get("answered_by") or predicted.get("path") or load_name
     path = os.path.realpath(answered)
+    bound_path = (os.path.realpath(probe["bound_answered_by"])
+                  if probe.get("bound_answered_by") else None)
     loaded = [os.path.realpath(m) for m in nccl_utils.libnccl_from_maps(probe.get("maps", ""))]
     loaded = list(dict.fromkeys(loaded))
-    result.update(path=path, loaded=loaded, version=probe.get("version"))
+    result.update(path=path, loaded=loaded, version=probe.get("version"), bound_path=bound_path)
     if probe.get("rc") != 0:
         module.fail_json(msg="ncclGetVersion in %s returned error %s" % (path, probe.get("rc")),
                          **result)
     result["version_string"] = nccl_utils.version_code_to_string(probe["version"])
+    if bound_path and probe.get("bound_rc") == 0:
+        result["bound_version_string"] = nccl_utils.version_code_to_string(
+            probe["bound_version"])
 
     if predicted.get("path") and os.path.realpath(predicted["path"]) != path:
         module.warn("the environment predicts %s (%s) but %s answered"
                     % (predicted["path"], predicted["source"], path))
+    for other in loaded:
+        if other not in (path, bound_path):
+            module.warn("%s is mapped into the engine process but nothing binds to it" % other)
     for wheel in wheels:
-        if wheel != path and wheel not in loaded:
-            module.warn("a wheel's libnccl is on the engine's sys.path but was not loaded: %s; "
-                        "it wins if the engine loads NCCL before this environment applies" % wheel)
+        if wheel not in loaded:
+            module.warn("a wheel's libnccl is on the engine's sys.path: %s; torch loads it "
+                        "unless the engine's environment preloads another" % wheel)
 
     problems = []
     if p["cuobjdump"]:
@@ -363,17 +409,29 @@ def main():
             problems.append("%s reports NCCL %s, expected %s" % (
                 path, result["version_string"], nccl_utils.version_code_to_string(want)))
     if p["expected_path"]:
-        source = None
-        if predicted.get("path") and os.path.realpath(predicted["path"]) == path:
-            source = predicted.get("source")
-        elif path in wheels:
-            source = "a pip wheel loaded by torch"
         problems.extend(nccl_utils.load_problems(
-            os.path.realpath(p["expected_path"]), path, loaded, source))
+            os.path.realpath(p["expected_path"]), path, bound_path,
+            path_source=explain(path, predicted, wheels),
+            bound_source=explain(bound_path, predicted, wheels) or BOUND_HOW.get(
+                probe.get("bound_how"))))
     if problems:
         module.fail_json(msg="; ".join(problems), problems=problems, **result)
     result["msg"] = "NCCL %s from %s" % (result["version_string"], path)
     module.exit_json(**result)
+
+
+def explain(path, predicted, wheels):
+    """Which rule put ``path`` (a real path) into the engine process, as far as known."""
+    if path is None:
+        return None
+    for entry in predicted.get("preloaded", []):
+        if os.path.realpath(entry["path"]) == path:
+            return entry["source"]
+    if predicted.get("path") and os.path.realpath(predicted["path"]) == path:
+        return predicted.get("source")
+    if path in wheels:
+        return "a pip wheel loaded by torch"
+    return None
 
 
 if __name__ == "__main__":

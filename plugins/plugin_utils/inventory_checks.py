@@ -30,7 +30,7 @@ GROUP_PLATFORM: dict[str, str] = {"gb10": "DGX Spark GB10", "thor": "Jetson Thor
 
 HEAD, WORKERS, SERVE = "ray_head", "ray_workers", "serve_nodes"
 FABRIC_FIX = "give each host its own data-plane IPv4 (the QSFP address)"
-PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 UNSET: t.Any = object()
 # Variables the checks need as values: a template that cannot be evaluated on the controller is a
 # finding of the check that owns the variable (and the variable counts as unset elsewhere).
@@ -484,6 +484,11 @@ def _render_values(values: t.Mapping[str, t.Any]) -> str:
     return ", ".join(f"{h}={_show(v)}" for h, v in values.items())
 
 
+def _is_abstract(name: str, data: t.Any) -> bool:
+    """Engine bases (``abstract: true``, by convention named ``_<engine>``) are not servable profiles."""
+    return name.startswith("_") or (isinstance(data, t.Mapping) and data.get("abstract") is True)
+
+
 def _resolve_profile(inv: _Inventory, hosts: t.Sequence[str],
                      profiles: t.Mapping[str, t.Any] | None) -> tuple[str | None, t.Mapping[str, t.Any] | None]:
     """The serving group's profile name and data when it is consistent and loadable."""
@@ -494,14 +499,14 @@ def _resolve_profile(inv: _Inventory, hosts: t.Sequence[str],
     if not isinstance(name, str) or profiles is None:
         return name if isinstance(name, str) else None, None
     data = profiles.get(name)
-    return name, data if isinstance(data, t.Mapping) else None
+    return name, data if isinstance(data, t.Mapping) and not _is_abstract(name, data) else None
 
 
 def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None, profiles_location: str,
                          engines: t.Sequence[str]) -> CheckResult:
     res = CheckResult("engine_profile", CHECKS["engine_profile"])
     engine_list = ", ".join(engines)
-    available = sorted(k for k in profiles) if profiles is not None else []
+    available = sorted(k for k, v in (profiles or {}).items() if not _is_abstract(k, v))
     unverifiable: dict[str, list[str]] = {}
     for host in inv.members:
         engine = inv.var(host, "llmfleet_engine")
@@ -536,6 +541,10 @@ def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None
             res.findings.append(Finding(
                 host, f"llmfleet_serve_profile '{name}': the profile file is not a mapping",
                 f"fix {profiles_location}/{name}.yml", (host,), "llmfleet_serve_profile", name))
+        elif _is_abstract(name, data):
+            res.findings.append(Finding(
+                host, f"llmfleet_serve_profile '{name}' is an abstract engine base, it cannot be served",
+                f"use one of: {', '.join(available) or '(none defined)'}", (host,), "llmfleet_serve_profile", name))
         else:
             wanted = data.get("engine")
             allowed = [wanted] if isinstance(wanted, str) else list(wanted or []) if isinstance(wanted, list) else []

@@ -45,7 +45,7 @@ PACKAGES = [
     "systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "python3-apt",
     "sudo", "iproute2", "iputils-ping", "ca-certificates", "procps", "curl",
     "netplan.io", "systemd-resolved", "kmod", "less", "nftables",
-    "libnuma1", "g++", "openssl", "python3-venv", "xz-utils",
+    "libnuma1", "g++", "openssl", "python3-venv", "xz-utils", "rsync",
 ]
 
 # Commands run inside the rootfs after debootstrap (chroot).
@@ -74,9 +74,11 @@ ln -sf /dev/null /etc/systemd/system/systemd-networkd-wait-online.service
 echo 'deb http://deb.debian.org/debian bookworm main' > /etc/apt/sources.list
 apt-get clean
 rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/*
+# a fresh node has never run apt-get update: make apt's cache look stale, not 'just updated'
+touch -d @0 /var/lib/apt/lists
 """
 
-RECIPE_VERSION = "3"
+RECIPE_VERSION = "4"
 
 
 def recipe_hash() -> str:

@@ -12,7 +12,7 @@ e.g. ``roles/python_env/vars/variants/cpu.yml``. The output directory, by defaul
   *.whl          every wheel of the resolved set (flat: usable as --find-links DIR)
   lock.txt       ``name==version --hash=sha256:...`` per wheel: a pip/uv requirements file
   SHA256SUMS     ``sha256sum -c`` format
-  manifest.json  spec digest, target, counts, sizes, excludes, system packages, runtime env
+  manifest.json  spec digest, target, counts, sizes, excludes, one entry per wheel
   .stamp         the spec digest; a re-run with the same spec and intact files is a no-op
 
 Steps: (1) build the alias wheel(s) (tiny pure wheels made with zipfile, deterministic);
@@ -366,8 +366,14 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
                         os.link(old, wheels / old.name)
                     except OSError:
                         shutil.copy2(old, wheels / old.name)
+        have = set()
+        for whl in wheels.glob("*.whl"):
+            n, v = wheel_name_version(whl.name)
+            have.add((n, v.lower().replace("_", "-")))
+        missing = [(n, v) for n, v in to_download if (n, v.lower().replace("_", "-")) not in have]
         t_dl = time.monotonic()
-        download(spec, to_download, wheels, work, find_links, log)
+        if missing:
+            download(spec, missing, wheels, work, find_links, log)
         t_dl = time.monotonic() - t_dl
         for af in alias_files:
             shutil.copy2(af, wheels / af.name)
@@ -409,8 +415,6 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
             "total_bytes": sum(e["size"] for e in entries),
             "excludes": excludes,
             "aliases": sorted(alias_names),
-            "system_packages": spec.get("system_packages", []),
-            "runtime_env": spec.get("runtime_env", {}),
             "wheels": entries,
         }
         (stage / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
@@ -434,6 +438,7 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
     manifest["status"] = "built"
     manifest["timing_s"] = {"resolve": round(t_res, 1), "download": round(t_dl, 1),
                             "total": round(time.monotonic() - t0, 1)}
+    manifest["downloaded"] = len(missing)
     return manifest
 
 

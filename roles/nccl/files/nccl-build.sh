@@ -97,12 +97,16 @@ stage="$NCCL_PREFIX.partial"
 rm -rf "$stage"
 mkdir -p "$stage"
 cp -a "$build/lib" "$build/include" "$stage/"
+rm -f "$stage"/lib/*_static.a          # engines dlopen the shared library; the archive is large
 if [[ -d "$build/bin" ]]; then cp -a "$build/bin" "$stage/"; fi
 
 objects=$(find "$build/obj" -name '*.o' -type f | wc -l)
 started=$(cat "$NCCL_BUILD_DIR/started")
+# CPU seconds (user + sys) of everything this script waited for: the compile's real cost,
+# whatever else the machine was doing.
+cpu=$(times | tail -n 1 | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } printf "%d", s }')
 cuda=$("$NCCL_CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
-STAMP_OBJECTS=$objects STAMP_SECONDS=$(( $(date +%s) - started )) STAMP_CUDA=$cuda \
+STAMP_OBJECTS=$objects STAMP_SECONDS=$(( $(date +%s) - started )) STAMP_CUDA=$cuda STAMP_CPU=$cpu \
 STAMP_LIB=$(basename "$lib") STAMP_HOST=$(hostname) \
   python3 - "$stage/llmfleet-nccl.json" <<'PY'
 import datetime, json, os, sys
@@ -112,6 +116,7 @@ stamp = {
     "cuda": os.environ["STAMP_CUDA"],
     "objects": int(os.environ["STAMP_OBJECTS"]),
     "build_seconds": int(os.environ["STAMP_SECONDS"]),
+    "cpu_seconds": int(os.environ["STAMP_CPU"]),
     "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     "built_on": os.environ["STAMP_HOST"],
 }
@@ -126,5 +131,6 @@ if [[ -e "$NCCL_PREFIX" ]]; then
 fi
 mv "$stage" "$NCCL_PREFIX"
 rm -rf "$NCCL_PREFIX.old"
-echo "== $(date -Is) installed $NCCL_PREFIX/lib/$(basename "$lib") ($objects objects, $(( $(date +%s) - started )) s)"
-echo "NCCL $NCCL_VERSION installed in $NCCL_PREFIX ($objects objects, $(( $(date +%s) - started )) s)" >&3
+summary="NCCL $NCCL_VERSION installed in $NCCL_PREFIX ($objects objects, $(( $(date +%s) - started )) s wall, $cpu s CPU)"
+echo "== $(date -Is) $summary"
+echo "$summary" >&3

@@ -18,12 +18,18 @@ if [[ "${1:-}" == "--full" ]]; then
   shift
 fi
 
-# ansible.cfg reads the collection from .build/collections (make collection-link does the same).
+cuda=${NCCL_IT_CUDA_HOME:-/usr/local/cuda}
+if [[ ! -x "$cuda/bin/nvcc" ]]; then
+  echo "tests/integration/nccl: no nvcc at $cuda/bin/nvcc (set NCCL_IT_CUDA_HOME)" >&2
+  exit 2
+fi
+export LLMFLEET_IT_NCCL=1
+
+# ansible.cfg reads the collection from .build/collections (make link does the same).
 link="$root/.build/collections/ansible_collections/llmfleet/cluster"
 if [[ ! -L "$link" ]]; then
   mkdir -p "$(dirname "$link")"
   ln -s "$root" "$link"
 fi
 
-exec "$venv/bin/python" -m pytest tests/integration/nccl -v -s -p no:cacheprovider \
-  -o junit_family=xunit2 "$@"
+exec "$venv/bin/python" -m pytest tests/integration/nccl -v -s -p no:cacheprovider "$@"

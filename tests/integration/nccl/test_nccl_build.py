@@ -37,9 +37,12 @@ MAKE_ARGS = [] if FULL else ["NVCC_GENCODE_LDMC_FP8="]
 CUDA_HOME = os.environ.get("NCCL_IT_CUDA_HOME", "/usr/local/cuda")
 JOBS = int(os.environ.get("NCCL_IT_JOBS", os.cpu_count() or 2))
 
-pytestmark = pytest.mark.skipif(
-    not os.access(os.path.join(CUDA_HOME, "bin", "nvcc"), os.X_OK),
-    reason="no nvcc under %s (set NCCL_IT_CUDA_HOME)" % CUDA_HOME)
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("LLMFLEET_IT_NCCL") != "1",
+                       reason="a real NCCL compile: run it through tests/integration/nccl/run.sh"),
+    pytest.mark.skipif(not os.access(os.path.join(CUDA_HOME, "bin", "nvcc"), os.X_OK),
+                       reason="no nvcc under %s (set NCCL_IT_CUDA_HOME)" % CUDA_HOME),
+]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -155,9 +158,11 @@ def built(base_vars):
     stamp_file = prefix / "llmfleet-nccl.json"
     stamp = json.loads(stamp_file.read_text()) if stamp_file.is_file() else None
     if stamp:
-        print("\nNCCL %s %s build (%s): %d objects, %d s in the build script, %.0f s converge"
+        print("\nNCCL %s %s build (%s): %d objects, %d s wall and %d s CPU in the build script, "
+              "%.0f s converge"
               % (NCCL_VERSION, ARCH, "full" if FULL else "subset ONLY_FUNCS=%r" % SUBSET,
-                 stamp["objects"], stamp["build_seconds"], seconds), flush=True)
+                 stamp["objects"], stamp["build_seconds"], stamp["cpu_seconds"], seconds),
+              flush=True)
     return dict(rc=rc, text=text, seconds=seconds, prefix=prefix, stamp=stamp)
 
 
@@ -173,8 +178,10 @@ def impostor(workdir):
 
 @pytest.fixture(scope="session")
 def engine_site(workdir, impostor):
-    """sys.path entry of a fake engine venv: an nvidia-nccl-cu12 wheel's libnccl, and a
-    'torch' that loads it on import (as torch does with its NCCL wheel)."""
+    """sys.path entry of a fake engine venv laid out like torch 2.11.0+cu130's: an
+    nvidia-nccl-cu12 wheel's libnccl.so.2 (the impostor), and a 'torch' that, on import, loads
+    that file by path and then its libtorch_cuda.so, which needs libnccl.so.2 through an RPATH
+    into the wheel. -> (site dir, real path of the wheel's libnccl)."""
     site = workdir / "engine-site"
     lib = site / "nvidia" / "nccl" / "lib"
     lib.mkdir(parents=True)
@@ -182,18 +189,25 @@ def engine_site(workdir, impostor):
     dist = site / "nvidia_nccl_cu12-2.28.9.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-nccl-cu12\nVersion: 2.28.9\n")
-    (site / "torch").mkdir()
+    (site / "torch" / "lib").mkdir(parents=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(site / "torch" / "lib" / "libtorch_cuda.so"),
+                    str(HERE / "fake_libtorch_cuda.c"), str(lib / "libnccl.so.2"),
+                    "-Wl,-rpath,$ORIGIN/../../nvidia/nccl/lib", "-Wl,--disable-new-dtags"],
+                   check=True)
     (site / "torch" / "__init__.py").write_text(
         "import ctypes, os\n"
         "__version__ = '0.0+llmfleet.fake'\n"
-        "ctypes.CDLL(os.path.join(os.path.dirname(__file__), '..', 'nvidia', 'nccl', 'lib',\n"
-        "                         'libnccl.so.2'), mode=ctypes.RTLD_GLOBAL)\n")
+        "_here = os.path.dirname(__file__)\n"
+        "ctypes.CDLL(os.path.join(_here, '..', 'nvidia', 'nccl', 'lib', 'libnccl.so.2'))\n"
+        "_C = ctypes.CDLL(os.path.join(_here, 'lib', 'libtorch_cuda.so'))\n")
     return str(site), str((lib / "libnccl.so.2").resolve())
 
 
 def engine_env(built):
+    """What nccl_env gives an engine (see roles/nccl/tasks/configure.yml)."""
     lib = built["prefix"] / "lib"
-    return {"VLLM_NCCL_SO_PATH": str(lib / "libnccl.so.2"), "LD_LIBRARY_PATH": str(lib)}
+    so = str(lib / "libnccl.so.2")
+    return {"VLLM_NCCL_SO_PATH": so, "LD_PRELOAD": so, "LD_LIBRARY_PATH": str(lib)}
 
 
 # --------------------------------------------------------------------------- tests
@@ -228,8 +242,8 @@ def test_first_converge_builds(built):
     # progress was reported while the async build ran (it takes minutes)
     assert re.search(r"objects compiled, \d+ s elapsed", built["text"])
     env_file = (built["prefix"] / "nccl.env").read_text()
-    assert "VLLM_NCCL_SO_PATH=%s/lib/libnccl.so.2\n" % built["prefix"] in env_file
-    assert "LD_LIBRARY_PATH=%s/lib\n" % built["prefix"] in env_file
+    for key, value in engine_env(built).items():
+        assert "%s=%s\n" % (key, value) in env_file
 
 
 def test_nccl_check_reports_the_built_library(built, cuobjdump):
@@ -241,6 +255,7 @@ def test_nccl_check_reports_the_built_library(built, cuobjdump):
     assert res["version_string"] == "2.29.7"
     assert res["path"] == str((built["prefix"] / "lib" / "libnccl.so.2").resolve())
     assert res["loaded"] == [res["path"]]
+    assert res["bound_path"] == res["path"]
     assert res["predicted"]["source"] == "VLLM_NCCL_SO_PATH"
     assert ARCH in res["elf_archs"]
 
@@ -251,8 +266,10 @@ def test_cuobjdump_lists_sm121_elf(built, cuobjdump):
                          check=True).stdout
     cubins = re.findall(r"^ELF file\s+\d+: .*\.(sm_\w+)\.cubin$", out, re.M)
     assert "sm_121" in cubins, out[:2000]
-    # nothing for other GPUs but NCCL's fixed sm_100f FP8 kernels (skipped in the subset)
-    assert set(cubins) <= {"sm_121", "sm_100f"}
+    # nothing for other GPUs but NCCL's own sm_100f FP8 LDMC kernels (left out of the subset)
+    assert set(cubins) - {"sm_100", "sm_100f"} == {"sm_121"}
+    if not FULL:
+        assert set(cubins) == {"sm_121"}
 
 
 def test_second_converge_is_a_noop(built, base_vars):
@@ -303,7 +320,10 @@ def test_nccl_check_fails_on_ld_preload(built, impostor):
     res = nccl_check(engine_env=env, import_torch=False,
                      expected_path=str(built["prefix"] / "lib" / "libnccl.so.2"))
     assert res.get("failed")
-    assert "another libnccl is mapped into the engine process: %s" % impostor in res["msg"]
+    assert res["path"] == str((built["prefix"] / "lib" / "libnccl.so.2").resolve())
+    assert res["bound_path"] == impostor and res["bound_version_string"] == "2.28.9"
+    assert ("torch's own NCCL calls in the engine process would bind to %s (via LD_PRELOAD)"
+            % impostor) in res["msg"]
     assert impostor in res["loaded"]
 
 
@@ -313,29 +333,45 @@ def test_nccl_check_ld_preload_wins_without_so_path(built, impostor):
                      expected_path=str(built["prefix"] / "lib" / "libnccl.so.2"))
     assert res.get("failed")
     assert res["path"] == impostor and res["version"] == 22809
-    assert "via LD_PRELOAD" in res["msg"]
+    assert "the engine would load %s (via LD_PRELOAD)" % impostor in res["msg"]
 
 
 def test_nccl_check_sees_a_wheel_that_torch_loads(built, engine_site):
     site, wheel_lib = engine_site
+    expected = str(built["prefix"] / "lib" / "libnccl.so.2")
     # LD_LIBRARY_PATH alone loses to the wheel torch already loaded (same soname)
     env = {"LD_LIBRARY_PATH": str(built["prefix"] / "lib"), "PYTHONPATH": site}
-    res = nccl_check(engine_env=env, python=sys.executable,
-                     expected_path=str(built["prefix"] / "lib" / "libnccl.so.2"))
+    res = nccl_check(engine_env=env, python=sys.executable, expected_path=expected)
     assert res.get("failed")
     assert res["path"] == wheel_lib and res["version_string"] == "2.28.9"
     assert res["torch_version"] == "0.0+llmfleet.fake"
     assert wheel_lib in res["wheel_libraries"]
-    assert "a pip wheel loaded by torch" in res["msg"]
-    # VLLM_NCCL_SO_PATH gets pynccl the built one, but torch's copy is still in the process
-    res = nccl_check(engine_env=dict(engine_env(built), PYTHONPATH=site), python=sys.executable,
-                     expected_path=str(built["prefix"] / "lib" / "libnccl.so.2"))
+    assert "the engine would load %s (via a pip wheel loaded by torch)" % wheel_lib in res["msg"]
+    # VLLM_NCCL_SO_PATH gets pynccl the build, but torch's own calls still bind to its wheel
+    env = {k: v for k, v in engine_env(built).items() if k != "LD_PRELOAD"}
+    res = nccl_check(engine_env=dict(env, PYTHONPATH=site), python=sys.executable,
+                     expected_path=expected)
     assert res.get("failed")
-    assert res["version"] == NCCL_CODE
-    assert "another libnccl is mapped into the engine process: %s" % wheel_lib in res["msg"]
-    # without the torch import the wheel is only reported
+    assert res["version"] == NCCL_CODE and res["bound_path"] == wheel_lib
+    assert ("torch's own NCCL calls in the engine process would bind to %s" % wheel_lib
+            in res["msg"])
+    # nccl_env (the build in LD_PRELOAD too): both bind to the build; the wheel is inert
     res = nccl_check(engine_env=dict(engine_env(built), PYTHONPATH=site), python=sys.executable,
-                     import_torch=False,
-                     expected_path=str(built["prefix"] / "lib" / "libnccl.so.2"))
+                     expected_path=expected)
     assert not res.get("failed"), res.get("msg")
-    assert wheel_lib in res["wheel_libraries"]
+    assert res["path"] == res["bound_path"] == str(Path(expected).resolve())
+    assert wheel_lib in res["loaded"]
+    assert any(wheel_lib in w for w in res.get("warnings", []))
+
+
+def test_role_check_uses_the_engine_environment(built, base_vars, engine_site, impostor):
+    """The role's own check, given the engine's interpreter and environment."""
+    site, _wheel = engine_site
+    vars_ = dict(base_vars, nccl_check_python=sys.executable,
+                 nccl_check_environment={"PYTHONPATH": site})
+    rc, text, _ = run_playbook(vars_, "--tags", "nccl_configure")
+    assert rc == 0 and recap(text)["changed"] == 0
+    vars_["nccl_check_environment"] = {"PYTHONPATH": site, "LD_PRELOAD": impostor}
+    rc, text, _ = run_playbook(vars_, "--tags", "nccl_configure")
+    assert rc != 0
+    assert "would bind to %s (via LD_PRELOAD)" % impostor in text

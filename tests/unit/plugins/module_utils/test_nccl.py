@@ -155,62 +155,79 @@ def test_parse_env_file():
     }
 
 
-# `ldconfig -C <cache> -p` on Debian 12 x86_64, with the sm_121 build's lib dir in the conf
-# (real output); the AArch64 line is the same format as DGX OS prints for its libnccl2 deb.
+# `ldconfig -C /tmp/ldc/ld.so.cache -p` on Debian 12 x86_64 with the sm_121 build's lib dir in
+# the conf: real lines (excerpt). The AArch64 line is written in the same format for GB10/Thor.
+BUILT_DIR = "/tmp/ldc/opt/llmfleet/nccl/2.29.7-1-sm_121/lib"
 LDCONFIG_P = """\
-4 libs found in cache `/tmp/ldcache/ld.so.cache'
-\tlibnccl.so.2 (libc6,x86-64) => /opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2
-\tlibnccl.so (libc6,x86-64) => /opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so
+543 libs found in cache `/tmp/ldc/ld.so.cache'
 \tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1
+\tlibnccl.so.2 (libc6,x86-64) => /tmp/ldc/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2
+\tlibnccl.so (libc6,x86-64) => /tmp/ldc/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so
 \tlibnccl.so.2 (libc6,AArch64) => /lib/aarch64-linux-gnu/libnccl.so.2
 """
 
 
 @pytest.mark.parametrize("machine, expected", [
-    ("x86_64", [("libnccl.so.2", "/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2"),
-                ("libnccl.so", "/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so")]),
+    ("x86_64", [("libnccl.so.2", BUILT_DIR + "/libnccl.so.2"),
+                ("libnccl.so", BUILT_DIR + "/libnccl.so")]),
     ("aarch64", [("libnccl.so.2", "/lib/aarch64-linux-gnu/libnccl.so.2")]),
-    (None, [("libnccl.so.2", "/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2"),
-            ("libnccl.so", "/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so"),
+    (None, [("libnccl.so.2", BUILT_DIR + "/libnccl.so.2"),
+            ("libnccl.so", BUILT_DIR + "/libnccl.so"),
             ("libnccl.so.2", "/lib/aarch64-linux-gnu/libnccl.so.2")]),
 ])
 def test_parse_ldconfig_cache(machine, expected):
     assert nccl.parse_ldconfig_cache(LDCONFIG_P, machine) == expected
 
 
-# /proc/self/maps of a python that preloaded a fake libnccl and dlopened the built one.
+# /proc/self/maps lines of python3 run with LD_PRELOAD=<impostor libnccl.so.2> that then
+# ctypes-loaded the sm_121 build (real output, filtered to [heap] and nccl lines): address
+# order, not load order.
 MAPS = """\
-55d0c8a00000-55d0c8a6f000 r--p 00000000 fd:00 1310802    /usr/bin/python3.11
-7f1c2a000000-7f1c2a200000 r--p 00000000 fd:00 2621503    /opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2.29.7
-7f1c2a200000-7f1c2b000000 r-xp 00200000 fd:00 2621503    /opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2.29.7
-7f1c2c000000-7f1c2c001000 r--p 00000000 fd:00 2621600    /tmp/impostor/libnccl.so.2
-7f1c2c001000-7f1c2c002000 r-xp 00001000 fd:00 2621600    /tmp/impostor/libnccl.so.2
-7f1c2d000000-7f1c2d001000 r--p 00000000 fd:00 2621700    /opt/x/lib/libnccl-net.so (deleted)
-7f1c2e000000-7f1c2e021000 rw-p 00000000 00:00 0          [heap]
-7f1c2f000000-7f1c2f001000 r--p 00000000 fd:00 2621800    /old/libnccl.so.2.28.9 (deleted)
-"""
-
-
-def test_libnccl_from_maps():
-    assert nccl.libnccl_from_maps(MAPS) == [
-        "/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2.29.7",
-        "/tmp/impostor/libnccl.so.2",
-        "/old/libnccl.so.2.28.9",
-    ]
-
-
-# `cuobjdump --list-elf` (nvidia-cuda-cuobjdump 13.4.92) on libnccl.so.2.29.7 built with
-# -gencode=arch=compute_121,code=sm_121 and ONLY_FUNCS=SendRecv (head of the real output;
-# the sm_100f lines are the symmetric FP8 LDMC kernels NCCL always builds for sm_100f).
-CUOBJDUMP_SM121 = """\
-ELF file    1: libnccl.so.2.29.7.1.sm_121.cubin
-ELF file    2: libnccl.so.2.29.7.2.sm_121.cubin
-ELF file    3: libnccl.so.2.29.7.3.sm_100f.cubin
+55bbe1757000-55bbe1910000 rw-p 00000000 00:00 0                          [heap]
+7f6179400000-7f6179456000 r--p 00000000 fe:00 3598789                    /tmp/ldc/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2.29.7
+7f6179456000-7f6179641000 r-xp 00056000 fe:00 3598789                    /tmp/ldc/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2.29.7
+7f6179641000-7f61797a1000 r--p 00241000 fe:00 3598789                    /tmp/ldc/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2.29.7
+7f61797a1000-7f61797a8000 r--p 003a1000 fe:00 3598789                    /tmp/ldc/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2.29.7
+7f61797a8000-7f61797c6000 rw-p 003a8000 fe:00 3598789                    /tmp/ldc/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2.29.7
+7f617a88a000-7f617a88b000 r--p 00000000 fe:00 2162687                    /tmp/impostor/libnccl.so.2
+7f617a88b000-7f617a88c000 r-xp 00001000 fe:00 2162687                    /tmp/impostor/libnccl.so.2
+7f617a88c000-7f617a88d000 r--p 00002000 fe:00 2162687                    /tmp/impostor/libnccl.so.2
+7f617a88d000-7f617a88e000 r--p 00002000 fe:00 2162687                    /tmp/impostor/libnccl.so.2
+7f617a88e000-7f617a88f000 rw-p 00003000 fe:00 2162687                    /tmp/impostor/libnccl.so.2
 """
 
 
 @pytest.mark.parametrize("text, expected", [
-    (CUOBJDUMP_SM121, ["sm_100f", "sm_121"]),
+    (MAPS, [BUILT_DIR + "/libnccl.so.2.29.7", "/tmp/impostor/libnccl.so.2"]),
+    # a library replaced on disk while mapped, and NCCL's net plugin (not a libnccl)
+    ("7f1c2f000000-7f1c2f001000 r--p 00000000 fd:00 2621800    /old/libnccl.so.2.28.9 (deleted)\n"
+     "7f1c2d000000-7f1c2d001000 r--p 00000000 fd:00 2621700    /opt/x/lib/libnccl-net.so\n",
+     ["/old/libnccl.so.2.28.9"]),
+    ("", []),
+])
+def test_libnccl_from_maps(text, expected):
+    assert nccl.libnccl_from_maps(text) == expected
+
+
+# `cuobjdump --list-elf` (nvidia-cuda-cuobjdump 13.4.92) on libnccl.so.2.29.7 built with
+# -gencode=arch=compute_121,code=sm_121 and ONLY_FUNCS=SendRecv (real output; the two sm_100
+# cubins are the symmetric FP8 LDMC kernels NCCL builds with its own sm_100f gencode).
+CUOBJDUMP_SM121 = """\
+ELF file    1: libnccl.so.1.sm_121.cubin
+ELF file    2: libnccl.so.2.sm_121.cubin
+ELF file    3: libnccl.so.3.sm_121.cubin
+ELF file    4: libnccl.so.4.sm_121.cubin
+ELF file    5: libnccl.so.5.sm_121.cubin
+ELF file    6: libnccl.so.6.sm_121.cubin
+ELF file    7: libnccl.so.7.sm_100.cubin
+ELF file    8: libnccl.so.8.sm_121.cubin
+ELF file    9: libnccl.so.9.sm_100.cubin
+ELF file   10: libnccl.so.10.sm_121.cubin
+"""
+
+
+@pytest.mark.parametrize("text, expected", [
+    (CUOBJDUMP_SM121, ["sm_100", "sm_121"]),
     ("ELF file    1: libnccl.so.2.21.5.1.sm_90.cubin\nELF file    2: x.2.sm_120.cubin\n"
      "PTX file    3: x.3.sm_120.ptx\n", ["sm_90", "sm_120"]),
     ("", []),
@@ -279,15 +296,22 @@ def test_resolve_nothing():
 
 REAL = "/opt/llmfleet/nccl/2.29.7-1-sm_121/lib/libnccl.so.2.29.7"
 PROBLEMS = [
-    ("all well", REAL, [REAL], []),
-    ("other lib answered", WHEEL, [WHEEL],
-     ["the engine would load %s (via LD_LIBRARY_PATH), not the expected %s" % (WHEEL, REAL)]),
-    ("preloaded beside", REAL, [IMPOSTOR, REAL],
-     ["another libnccl is mapped into the engine process: %s (expected only %s)"
-      % (IMPOSTOR, REAL)]),
+    # (case, path, bound_path, sources, expected messages)
+    ("all well, nothing global", REAL, None, (None, None), []),
+    ("all well, preloaded", REAL, REAL, ("VLLM_NCCL_SO_PATH", "LD_PRELOAD"), []),
+    ("other lib answered", WHEEL, WHEEL, ("LD_LIBRARY_PATH", "a pip wheel loaded by torch"),
+     ["the engine would load %s (via LD_LIBRARY_PATH), not the expected %s" % (WHEEL, REAL),
+      "torch's own NCCL calls in the engine process would bind to %s (via a pip wheel "
+      "loaded by torch), not the expected %s" % (WHEEL, REAL)]),
+    ("preload interposes", REAL, IMPOSTOR, ("VLLM_NCCL_SO_PATH", "LD_PRELOAD"),
+     ["torch's own NCCL calls in the engine process would bind to %s (via LD_PRELOAD), "
+      "not the expected %s" % (IMPOSTOR, REAL)]),
+    ("no source known", IMPOSTOR, None, (None, None),
+     ["the engine would load %s, not the expected %s" % (IMPOSTOR, REAL)]),
 ]
 
 
-@pytest.mark.parametrize("case, path, loaded, expected", PROBLEMS, ids=[p[0] for p in PROBLEMS])
-def test_load_problems(case, path, loaded, expected):
-    assert nccl.load_problems(REAL, path, loaded, "LD_LIBRARY_PATH") == expected
+@pytest.mark.parametrize("case, path, bound_path, sources, expected", PROBLEMS,
+                         ids=[p[0] for p in PROBLEMS])
+def test_load_problems(case, path, bound_path, sources, expected):
+    assert nccl.load_problems(REAL, path, bound_path, *sources) == expected

@@ -75,46 +75,74 @@ def maps(*paths):
                    for i, p in enumerate(paths))
 
 
-def probe(answered, version, mapped, sys_path=(), **extra):
+def probe(answered, version, mapped, sys_path=(), glob=None, glob_version=None, how="global",
+          **extra):
     out = {"rc": 0, "version": version, "answered_by": answered, "maps": maps(*mapped),
            "sys_path": list(sys_path)}
+    if glob:
+        out.update(bound_rc=0, bound_version=glob_version or version, bound_answered_by=glob,
+                   bound_how=how)
     out.update(extra)
     return out
 
 
+GLOBAL_MSG = "torch's own NCCL calls in the engine process would bind to %s"
+
 # (case, args(libs), probe(libs), failed, message fragments(libs))
 CASES = [
-    ("built lib, expected",
-     lambda L: {"engine_env": {"VLLM_NCCL_SO_PATH": L["link"]}, "expected_path": L["link"],
-                "expected_version": "2.29.7-1"},
-     lambda L: probe(L["link"], 22907, [L["built"]]),
+    ("built lib, preloaded, expected",
+     lambda L: {"engine_env": {"VLLM_NCCL_SO_PATH": L["link"], "LD_PRELOAD": L["link"]},
+                "expected_path": L["link"], "expected_version": "2.29.7-1"},
+     lambda L: probe(L["link"], 22907, [L["built"]], glob=L["link"]),
      False, lambda L: ["NCCL 2.29.7 from " + L["built"]]),
     ("other expected path",
      lambda L: {"engine_env": {"VLLM_NCCL_SO_PATH": L["link"]}, "expected_path": L["impostor"]},
      lambda L: probe(L["link"], 22907, [L["built"]]),
      True, lambda L: ["the engine would load %s (via VLLM_NCCL_SO_PATH), not the expected %s"
                       % (L["built"], L["impostor"])]),
-    ("LD_PRELOAD beside the so path",
+    ("LD_PRELOAD interposes beside the so path",
      lambda L: {"engine_env": {"VLLM_NCCL_SO_PATH": L["link"], "LD_PRELOAD": L["impostor"]},
                 "expected_path": L["link"]},
-     lambda L: probe(L["link"], 22907, [L["impostor"], L["built"]]),
-     True, lambda L: ["another libnccl is mapped into the engine process: " + L["impostor"]]),
+     lambda L: probe(L["link"], 22907, [L["impostor"], L["built"]], glob=L["impostor"],
+                     glob_version=22809),
+     True, lambda L: [GLOBAL_MSG % L["impostor"] + " (via LD_PRELOAD)"]),
     ("LD_PRELOAD wins the soname",
      lambda L: {"engine_env": {"LD_LIBRARY_PATH": L["libdir"], "LD_PRELOAD": L["impostor"]},
                 "expected_path": L["link"]},
-     lambda L: probe(L["impostor"], 22809, [L["impostor"]]),
+     lambda L: probe(L["impostor"], 22809, [L["impostor"]], glob=L["impostor"]),
      True, lambda L: ["the engine would load %s (via LD_PRELOAD)" % L["impostor"]]),
     ("torch loaded the wheel",
      lambda L: {"engine_env": {"LD_LIBRARY_PATH": L["libdir"]}, "expected_path": L["link"]},
-     lambda L: probe(L["wheel"], 22809, [L["wheel"]], sys_path=[L["site"]], torch_version="2.9.1"),
-     True, lambda L: ["the engine would load %s (via a pip wheel loaded by torch)" % L["wheel"]]),
+     lambda L: probe(L["wheel"], 22809, [L["wheel"]], sys_path=[L["site"]], glob=L["wheel"],
+                     torch_version="2.11.0+cu130"),
+     True, lambda L: ["the engine would load %s (via a pip wheel loaded by torch)" % L["wheel"],
+                      GLOBAL_MSG % L["wheel"] + " (via a pip wheel loaded by torch)"]),
+    # torch 2.11.0+cu130 on an H200: the wheel is loaded RTLD_LOCAL, found by soname
+    ("so path, but torch binds to its wheel",
+     lambda L: {"engine_env": {"VLLM_NCCL_SO_PATH": L["link"], "LD_LIBRARY_PATH": L["libdir"]},
+                "expected_path": L["link"]},
+     lambda L: probe(L["link"], 22907, [L["wheel"], L["built"]], sys_path=[L["site"]],
+                     glob=L["wheel"], glob_version=22809, how="soname"),
+     True, lambda L: [GLOBAL_MSG % L["wheel"] + " (via a pip wheel loaded by torch)"]),
+    ("bound to a library of unknown origin",
+     lambda L: {"engine_env": {"VLLM_NCCL_SO_PATH": L["link"]}, "expected_path": L["link"]},
+     lambda L: probe(L["link"], 22907, [L["impostor"], L["built"]], glob=L["impostor"],
+                     glob_version=22809, how="soname"),
+     True, lambda L: [GLOBAL_MSG % L["impostor"]
+                      + " (via the libnccl.so.2 torch loaded as its dependency)"]),
+    ("preloaded build shadows torch's wheel",
+     lambda L: {"engine_env": {"VLLM_NCCL_SO_PATH": L["link"], "LD_PRELOAD": L["link"]},
+                "expected_path": L["link"]},
+     lambda L: probe(L["link"], 22907, [L["wheel"], L["built"]], sys_path=[L["site"]],
+                     glob=L["link"]),
+     False, lambda L: ["NCCL 2.29.7 from " + L["built"]]),
     ("wrong version",
      lambda L: {"engine_env": {"VLLM_NCCL_SO_PATH": L["link"]}, "expected_version": "2.28.9-1"},
      lambda L: probe(L["link"], 22907, [L["built"]]),
      True, lambda L: ["reports NCCL 2.29.7, expected 2.28.9"]),
     ("no check asked",
      lambda L: {"engine_env": {"LD_PRELOAD": L["impostor"]}},
-     lambda L: probe(L["impostor"], 22809, [L["impostor"]]),
+     lambda L: probe(L["impostor"], 22809, [L["impostor"]], glob=L["impostor"]),
      False, lambda L: ["NCCL 2.28.9 from " + L["impostor"]]),
 ]
 
@@ -150,19 +178,33 @@ def test_engine_variable(monkeypatch, libs, engine, load_name):
     assert calls[0][1] == (libs["link"] if load_name == "SO" else load_name)
 
 
-def test_wheel_reported_not_failed(monkeypatch, libs):
+def test_unused_copies_are_warnings(monkeypatch, libs):
+    args = {"engine_env": {"VLLM_NCCL_SO_PATH": libs["link"], "LD_PRELOAD": libs["link"]},
+            "expected_path": libs["link"]}
+    exit_, _calls, warnings = run(monkeypatch, args, probe(
+        libs["link"], 22907, [libs["wheel"], libs["built"]], sys_path=[libs["site"]],
+        glob=libs["link"]))
+    assert not exit_.failed
+    assert exit_.result["wheel_libraries"] == [libs["wheel"]]
+    assert exit_.result["loaded"] == [libs["wheel"], libs["built"]]
+    assert exit_.result["bound_path"] == libs["built"]
+    assert warnings == ["%s is mapped into the engine process but nothing binds to it"
+                        % libs["wheel"]]
+
+
+def test_wheel_not_loaded_is_a_warning(monkeypatch, libs):
     args = {"engine_env": {"VLLM_NCCL_SO_PATH": libs["link"]}, "expected_path": libs["link"],
             "import_torch": False}
     exit_, _calls, warnings = run(monkeypatch, args, probe(libs["link"], 22907, [libs["built"]],
                                                           sys_path=[libs["site"]]))
     assert not exit_.failed
-    assert exit_.result["wheel_libraries"] == [libs["wheel"]]
+    assert exit_.result["bound_path"] is None
     assert any(libs["wheel"] in w for w in warnings)
 
 
 @pytest.mark.parametrize("listing, arch, failed", [
-    ("ELF file    1: libnccl.so.2.29.7.1.sm_121.cubin\n", "sm_121", False),
-    ("ELF file    1: libnccl.so.2.28.9.1.sm_90.cubin\nELF file    2: x.2.sm_120.cubin\n", "sm_121", True),
+    ("ELF file    1: libnccl.so.1.sm_121.cubin\n", "sm_121", False),
+    ("ELF file    1: libnccl.so.1.sm_90.cubin\nELF file    2: libnccl.so.2.sm_120.cubin\n", "sm_121", True),
 ])
 def test_expected_arch(monkeypatch, libs, listing, arch, failed):
     args = {"engine_env": {"VLLM_NCCL_SO_PATH": libs["link"]}, "cuobjdump": "/bin/cuobjdump",

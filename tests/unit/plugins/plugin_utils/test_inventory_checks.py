@@ -41,6 +41,8 @@ PROFILES = {
     "sgl-tp2": {"engine": "sglang", "tensor_parallel_size": 2},
     "engines": {"engine": ["vllm", "sglang"], "tensor_parallel_size": 4},
     "broken": ProfileError("mapping values are not allowed here"),
+    "_vllm": {"name": "_vllm", "abstract": True, "engine": "vllm"},
+    "base": {"abstract": True, "engine": "vllm", "tensor_parallel_size": 2},
 }
 
 
@@ -179,6 +181,11 @@ CASES = [
     ("profile_dir_absent_warns", fleet(common={"llmfleet_serve_profile": "pp4"}), None, True,
      ["WARN spark1, spark2, thor1, thor2: llmfleet_serve_profile 'pp4' cannot be verified: there is no profiles "
       "directory (profiles)", "ok   engine and serve profile"], ["FAIL"]),
+    ("profile_abstract_base", fleet(common={"llmfleet_serve_profile": "_vllm"}), PROFILES, False,
+     ["FAIL spark1, spark2, thor1, thor2: llmfleet_serve_profile '_vllm' is an abstract engine base, it cannot be "
+      "served; use one of: broken, engines, pp4, sgl-tp2, tp2, tp4"], []),
+    ("profile_abstract_flag", fleet(common={"llmfleet_serve_profile": "base"}), PROFILES, False,
+     ["llmfleet_serve_profile 'base' is an abstract engine base"], ["TP 2"]),
     ("profile_unreadable", fleet(common={"llmfleet_serve_profile": "broken"}), PROFILES, False,
      ["FAIL spark1, spark2, thor1, thor2: llmfleet_serve_profile 'broken' cannot be read (mapping values are not "
       "allowed here); fix profiles/broken.yml"], []),

@@ -1,0 +1,156 @@
+"""Serving filters: profiles, parallel plan, engine command, memory fit, flag check.
+
+Documentation of each filter lives beside this file in <filter_name>.yml (ansible-doc -t filter).
+The computation is in plugins/module_utils/{profiles,planner,memfit,flagcheck}.py; this file only
+reads the shipped profiles (the collection's top-level profiles/ directory) and adapts errors.
+"""
+import os
+
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import flagcheck as _flagcheck
+from ansible_collections.llmfleet.cluster.plugins.module_utils import memfit as _memfit
+from ansible_collections.llmfleet.cluster.plugins.module_utils import planner as _planner
+from ansible_collections.llmfleet.cluster.plugins.module_utils import profiles as _profiles
+
+PROFILES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "profiles")
+_CACHE = {}
+
+
+def _plain(value):
+    """Ansible hands in lazy/tagged containers; turn them into plain Python for module_utils."""
+    if isinstance(value, dict):
+        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def load_shipped(profiles_dir=PROFILES_DIR):
+    """{name: profile} from profiles_dir/*.yml; the file stem must equal the profile's name."""
+    entries = sorted(f for f in os.listdir(profiles_dir) if f.endswith((".yml", ".yaml")))
+    key = (profiles_dir, tuple((f, os.stat(os.path.join(profiles_dir, f)).st_mtime_ns) for f in entries))
+    if key in _CACHE:
+        return _CACHE[key]
+    shipped = {}
+    for fname in entries:
+        path = os.path.join(profiles_dir, fname)
+        stem = fname.rsplit(".", 1)[0]
+        with open(path, encoding="utf-8") as handle:
+            try:
+                data = yaml.safe_load(handle)
+            except yaml.YAMLError as exc:
+                raise AnsibleFilterError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise AnsibleFilterError(f"{path}: expected a mapping (one profile per file)")
+        if data.get("name", stem) != stem:
+            raise AnsibleFilterError(f"{path}: name '{data.get('name')}' does not match the file name '{stem}'")
+        data["name"] = stem
+        shipped[stem] = data
+    _CACHE.clear()
+    _CACHE[key] = shipped
+    return shipped
+
+
+def _catch(func):
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (_profiles.ProfileError, _planner.PlanError, _memfit.MemFitError) as exc:
+            raise AnsibleFilterError(str(exc)) from exc
+    wrapper.__name__ = func.__name__
+    wrapper.__doc__ = func.__doc__
+    return wrapper
+
+
+def _profile_arg(profile, extras=None):
+    if isinstance(profile, str):
+        return serve_profile(profile, extras)
+    if not isinstance(profile, dict):
+        raise AnsibleFilterError(f"expected a profile name or a resolved profile, got {type(profile).__name__}")
+    return _plain(profile)
+
+
+@_catch
+def serve_profile(name, extras=None, profiles_dir=None):
+    """Resolve profile `name` (shipped profiles merged with inventory extras), validated."""
+    catalogue = _profiles.merge_catalogues(load_shipped(profiles_dir or PROFILES_DIR), _plain(extras or {}))
+    return _profiles.resolve_profile(catalogue, str(name))
+
+
+@_catch
+def serve_plan(profile, hosts, overrides=None, model_config=None, extras=None):
+    """Parallel layout of `profile` on the serving group `hosts` (rank 0 first)."""
+    prof = _profile_arg(profile, extras)
+    return _planner.plan(prof, _plain(hosts), _plain(overrides or {}), _plain(model_config) if model_config else None)
+
+
+@_catch
+def serve_command(profile, plan=None, node_rank=0, engine_version=None, overrides=None,
+                  master_addr=None, port=_profiles.DEFAULT_PORT, host=_profiles.DEFAULT_HOST,
+                  api_key_env=None, master_port=None, files_dir=_profiles.DEFAULT_FILES_DIR,
+                  executable=None, headless=None, extras=None):
+    """argv list that starts `profile` on node `node_rank` of `plan`."""
+    prof = _profile_arg(profile, extras)
+    plan = _plain(plan or {})
+    merged = {k: plan[k] for k in _profiles.STRUCTURAL_OVERRIDES if plan.get(k) is not None}
+    merged.update(_plain(overrides or {}))
+    return _profiles.render_command(
+        prof, engine_version=engine_version, overrides=merged, node_rank=int(node_rank),
+        nnodes=int(plan.get("nnodes", 1)), master_addr=master_addr, headless=headless, port=port,
+        host=host, api_key_env=api_key_env, master_port=master_port, files_dir=files_dir,
+        executable=executable)
+
+
+@_catch
+def memory_fit(profile, plan=None, node_memory_gib=121.7, model_config=None, overrides=None,
+               concurrency=1, extras=None, **knobs):
+    """Memory estimate and verdict (fit | warn | refuse) for `profile` split as `plan`."""
+    prof = _profile_arg(profile, extras)
+    plan = _plain(plan or {})
+    overrides = _plain(overrides or {})
+    params = _profiles.serving_params(prof, overrides)
+    tp = plan.get("tensor_parallel_size") or overrides.get("tensor_parallel_size") or prof.get("tensor_parallel_size") or 1
+    pp = plan.get("pipeline_parallel_size") or overrides.get("pipeline_parallel_size") or prof.get("pipeline_parallel_size") or 1
+    default_util = 0.9 if prof.get("engine") == "vllm" else 0.85
+    dims = _memfit.model_dims(_plain(model_config) if model_config else None, prof.get("model_facts"))
+    return _memfit.estimate(
+        dims, tp=int(tp), pp=int(pp), max_model_len=params.get("max_model_len"),
+        concurrency=concurrency, kv_cache_dtype=params.get("kv_cache_dtype") or "auto",
+        node_memory_gib=float(node_memory_gib),
+        gpu_memory_utilization=float(params.get("gpu_memory_utilization") or default_util),
+        gpus_per_node=int(plan.get("gpus_per_node", 1)),
+        mamba_ssm_cache_dtype=params.get("mamba_ssm_cache_dtype"),
+        allow_long_max_model_len=(prof.get("env") or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") == "1",
+        kv_pool_gib=float((prof.get("env") or {}).get("VLLM_CPU_KVCACHE_SPACE", 4)) if prof.get("device") == "cpu" else None,
+        **{k: float(v) for k, v in _plain(knobs).items()})
+
+
+@_catch
+def flag_check(argv, help_text, engine, engine_version=None, profile=None, extras=None):
+    """Check a rendered argv against the engine build's --help output."""
+    prof = _profile_arg(profile, extras) if profile else None
+    return _flagcheck.check([str(a) for a in _plain(argv)], str(help_text), str(engine),
+                            str(engine_version) if engine_version else None, prof)
+
+
+class FilterModule:
+    """llmfleet.cluster serving filters."""
+
+    def filters(self):
+        return {
+            "serve_profile": serve_profile,
+            "serve_plan": serve_plan,
+            "serve_command": serve_command,
+            "memory_fit": memory_fit,
+            "flag_check": flag_check,
+        }

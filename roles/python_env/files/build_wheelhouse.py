@@ -1,0 +1,1 @@
+../../../tools/wheelhouse/build_wheelhouse.py
