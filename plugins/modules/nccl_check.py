@@ -180,7 +180,6 @@ import glob
 import json
 import os
 import platform
-import subprocess
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
@@ -302,19 +301,17 @@ def wheel_libraries(sys_path):
 
 
 def run_probe(module, python, load_name, env):
-    cmd = [python, "-c", PROBE, load_name, "1" if module.params["import_torch"] else "0"]
-    try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=module.params["timeout"], check=False)
-    except subprocess.TimeoutExpired:
-        module.fail_json(msg="the probe did not finish in %d s" % module.params["timeout"],
-                         cmd=cmd[:1] + cmd[3:])
-    except OSError as e:
-        module.fail_json(msg="cannot run %s: %s" % (python, e))
-    stdout = proc.stdout.decode("utf-8", "replace")
-    stderr = proc.stderr.decode("utf-8", "replace")
+    """Run PROBE in ``python`` with exactly ``env`` (env -i), under coreutils' timeout."""
+    timeout = module.params["timeout"]
+    cmd = ([module.get_bin_path("timeout", required=True), str(timeout),
+            module.get_bin_path("env", required=True), "-i"]
+           + ["%s=%s" % kv for kv in sorted(env.items())]
+           + [python, "-c", PROBE, load_name, "1" if module.params["import_torch"] else "0"])
+    rc, stdout, stderr = module.run_command(cmd)
+    if rc == 124:
+        module.fail_json(msg="the probe did not finish in %d s" % timeout)
     if MARKER not in stdout:
-        module.fail_json(msg="the probe failed (rc=%d) before it could report" % proc.returncode,
+        module.fail_json(msg="the probe in %s failed (rc=%d) before it could report" % (python, rc),
                          stdout=stdout[-4000:], stderr=stderr[-4000:])
     return json.loads(stdout.rsplit(MARKER, 1)[1].strip().splitlines()[0]), stderr
 

@@ -92,6 +92,20 @@ nice -n "$NCCL_NICE" make -C "$NCCL_SRC" -j"$NCCL_JOBS" "$NCCL_MAKE_TARGET" \
 lib=$(find "$build/lib" -maxdepth 1 -name 'libnccl.so.*.*' -type f | head -n 1)
 [[ -n "$lib" ]] || { echo "the build produced no libnccl.so in $build/lib"; exit 4; }
 
+# Never install a library that does not load or reports another version (no GPU needed).
+IFS=.- read -r major minor patch _ <<< "$NCCL_VERSION"
+want=$(( major * 10000 + minor * 100 + patch ))
+(( major == 2 && minor < 9 )) && want=$(( major * 1000 + minor * 100 + patch ))   # NCCL_VERSION_CODE before 2.9
+got=$(python3 -c 'import ctypes, sys
+v = ctypes.c_int(0)
+rc = ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v))
+print(v.value if rc == 0 else -rc)' "$lib") || { echo "the built $lib does not load"; exit 5; }
+if [[ "$got" != "$want" ]]; then
+  echo "the built $lib reports ncclGetVersion $got, expected $want"
+  exit 5
+fi
+echo "== $(basename "$lib") loads and reports ncclGetVersion $got"
+
 # Stage next to the prefix, then swap it in whole.
 stage="$NCCL_PREFIX.partial"
 rm -rf "$stage"
@@ -104,7 +118,9 @@ objects=$(find "$build/obj" -name '*.o' -type f | wc -l)
 started=$(cat "$NCCL_BUILD_DIR/started")
 # CPU seconds (user + sys) of everything this script waited for: the compile's real cost,
 # whatever else the machine was doing.
-cpu=$(times | tail -n 1 | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } printf "%d", s }')
+# (`times` must run in this shell, not in a $(...) subshell, to see the children.)
+times > "$NCCL_BUILD_DIR/times"
+cpu=$(tail -n 1 "$NCCL_BUILD_DIR/times" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } printf "%d", s }')
 cuda=$("$NCCL_CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 STAMP_OBJECTS=$objects STAMP_SECONDS=$(( $(date +%s) - started )) STAMP_CUDA=$cuda STAMP_CPU=$cpu \
 STAMP_LIB=$(basename "$lib") STAMP_HOST=$(hostname) \

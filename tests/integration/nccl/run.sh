@@ -2,7 +2,7 @@
 # NCCL integration test: a real NCCL 2.29.7 compile for sm_121 through the nccl role, then
 # llmfleet.cluster.nccl_check and cuobjdump on the result.
 #
-#   tests/integration/nccl/run.sh            CI subset (ONLY_FUNCS=SendRecv, no sm_100f FP8 kernels)
+#   tests/integration/nccl/run.sh            CI subset (ONLY_FUNCS=SendRecv; symmetric kernels always built)
 #   tests/integration/nccl/run.sh --full     every collective (about 30 min on 2 cores)
 #   extra arguments go to pytest (e.g. -k check)
 #
