@@ -22,11 +22,12 @@ with ``--excludes`` (and names matching ``exclude_globs`` added to the excludes)
 reused; wheels already in the old wheelhouse are hard-linked in first); (4) check one wheel per
 pin, hash, write lock/SUMS/manifest; (5) swap the new directory in atomically.
 
-Install on a node (no index, no network):
-  uv pip install --offline --no-index --no-deps --require-hashes --find-links DIR -r DIR/lock.txt
+Install on a node (no index, no network; roles/python_env/files/install_from_wheelhouse.sh):
+  uv pip sync --offline --no-index --require-hashes --compile-bytecode --find-links DIR DIR/lock.txt
   pip install --no-index --no-deps --require-hashes --find-links DIR -r DIR/lock.txt
-``--no-deps`` is deliberate: the lock is the complete set, and some hard dependencies of the
-engine (CUDA torchvision/torchaudio/torchcodec, triton) are excluded on purpose.
+No dependency resolution on the node is deliberate (sync / --no-deps): the lock is the complete
+set, and some hard dependencies of the engine (CUDA torchvision/torchaudio/torchcodec, triton)
+are excluded on purpose, so `pip check` / `uv pip check` report them as missing.
 
 Only the standard library is needed (PyYAML is used for YAML specs when importable; JSON
 specs need nothing). uv is taken from $UV, then the repo's .venv/bin/uv, then PATH; pip is
@@ -396,8 +397,10 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
         # 5. lock, sums, manifest
         lock = [f"# llmfleet wheelhouse lock: {spec['arch']}-{spec['release']}",
                 f"# spec sha256: {digest}",
-                "# install: uv pip install --offline --no-index --no-deps --require-hashes "
-                "--find-links DIR -r DIR/lock.txt"]
+                "# install: uv pip sync --offline --no-index --require-hashes --find-links DIR "
+                "DIR/lock.txt",
+                "#      or: pip install --no-index --no-deps --require-hashes --find-links DIR "
+                "-r DIR/lock.txt"]
         lock += [f"{e['name']}=={e['version']} --hash=sha256:{e['sha256']}" for e in entries]
         (stage / "lock.txt").write_text("\n".join(lock) + "\n")
         (stage / "SHA256SUMS").write_text(

@@ -1,0 +1,113 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Serve units: render the systemd unit and env file of one engine process, hash them. Pure.
+
+The hash covers what changes the running engine (argv, environment, release); the module compares
+it with the hash stamped in the installed unit, so a changed flag restarts and an unchanged run is a
+no-op. Secrets live only in the env file (0600), never in argv or the unit.
+"""
+import hashlib
+import json
+import shlex
+
+HASH_MARK = '# llmfleet-serve-hash: '
+
+HARDENING = (
+    'NoNewPrivileges=yes',
+    'ProtectSystem=full',
+    'ProtectHome=yes',
+    'PrivateTmp=yes',
+    'ProtectKernelTunables=yes',
+    'ProtectKernelModules=yes',
+    'ProtectControlGroups=yes',
+    'RestrictSUIDSGID=yes',
+    'LockPersonality=yes',
+    'RestrictRealtime=yes',
+)
+
+
+def serve_hash(argv, env, release, secret_env=None):
+    """Stable hash of what the engine runs with (secrets included, but only as a digest)."""
+    doc = {'argv': list(argv), 'env': dict(sorted((env or {}).items())), 'release': release or '',
+           'secrets': hashlib.sha256(json.dumps(secret_env or {}, sort_keys=True).encode()).hexdigest()}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def systemd_quote(arg):
+    """Quote one argv element for systemd's ExecStart= (it splits like a shell, no expansion of ${})."""
+    arg = str(arg)
+    if arg and all(c.isalnum() or c in '@%+=:,./-_' for c in arg):
+        return arg
+    return '"' + arg.replace('\\', '\\\\').replace('"', '\\"').replace('$', '$$').replace('%', '%%') + '"'
+
+
+def render_unit(name, argv, user, group, env_files, workdir, description, digest,
+                restart_sec=5, memory_max='', kill_timeout=60, hardening=True, after=()):
+    """Text of ``/etc/systemd/system/<name>.service``."""
+    lines = [
+        '# Managed by Ansible (llmfleet.cluster llm_server). Edit the inventory, not this file.',
+        HASH_MARK + digest,
+        '[Unit]',
+        'Description=%s' % description,
+        'After=network-online.target %s' % ' '.join(after),
+        'Wants=network-online.target',
+        'StartLimitIntervalSec=0',
+        '',
+        '[Service]',
+        'Type=simple',
+        'User=%s' % user,
+        'Group=%s' % group,
+        'WorkingDirectory=%s' % workdir,
+    ]
+    lines += ['EnvironmentFile=%s' % f for f in env_files]
+    lines += [
+        'ExecStart=' + ' '.join(systemd_quote(a) for a in argv),
+        # the engine's workers are children: SIGTERM to the main process, then the cgroup
+        'KillMode=mixed',
+        'TimeoutStopSec=%d' % kill_timeout,
+        'Restart=always',
+        'RestartSec=%d' % restart_sec,
+        'LimitNOFILE=20000',
+    ]
+    if memory_max:
+        lines.append('MemoryMax=%s' % memory_max)
+    if hardening:
+        lines += list(HARDENING)
+        lines.append('ReadWritePaths=%s' % workdir)
+    lines += ['', '[Install]', 'WantedBy=multi-user.target', '']
+    return '\n'.join(lines)
+
+
+def installed_hash(unit_text):
+    for line in (unit_text or '').splitlines():
+        if line.startswith(HASH_MARK):
+            return line[len(HASH_MARK):].strip()
+    return None
+
+
+def render_env(env):
+    """EnvironmentFile text: sorted KEY=value, values quoted for systemd."""
+    out = ['# Managed by Ansible (llmfleet.cluster llm_server); may hold secrets: mode 0600']
+    for key in sorted(env):
+        value = str(env[key])
+        if '\n' in value:
+            raise ValueError('environment value of %s holds a newline' % key)
+        out.append('%s=%s' % (key, shlex.quote(value) if value else '""'))
+    return '\n'.join(out) + '\n'
+
+
+def running_requests(metrics_text):
+    """Sum of vLLM's ``vllm:num_requests_running`` (SGLang: ``sglang:num_running_reqs``) gauges."""
+    total = 0.0
+    found = False
+    for line in (metrics_text or '').splitlines():
+        if line.startswith('#'):
+            continue
+        for name in ('vllm:num_requests_running', 'sglang:num_running_reqs'):
+            if line.startswith(name + '{') or line.startswith(name + ' '):
+                try:
+                    total += float(line.rsplit(' ', 1)[1])
+                    found = True
+                except ValueError:
+                    pass
+    return total if found else None

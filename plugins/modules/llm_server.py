@@ -1,0 +1,379 @@
+#!/usr/bin/python
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see galaxy.yml)
+
+DOCUMENTATION = r'''
+---
+module: llm_server
+short_description: One engine process of a served model (vLLM or SGLang) as a managed systemd unit
+version_added: 0.1.0
+description:
+  - Renders C(/etc/systemd/system/<name>.service) and its env file from an argv and an environment, stamps
+    the unit with a hash of argv + env + release, and starts, restarts, stops or removes it.
+  - A changed hash restarts the engine (after draining running requests); an unchanged one is a no-op.
+  - With I(health_url) (the API node) it waits for C(/health) and for C(/v1/models) to list the served
+    name, fails at once with the journal's last lines when the process dies during load, and sends one
+    smoke chat completion.
+  - Secrets (I(secret_env), e.g. C(VLLM_API_KEY)) go only into the 0600 env file.
+author:
+  - llmfleet maintainers (@llmfleet)
+options:
+  name:
+    description: Unit name (without C(.service)).
+    type: str
+    required: true
+  state:
+    description: Desired state of the unit.
+    type: str
+    choices: [started, stopped, restarted, absent]
+    default: started
+  argv:
+    description: Engine command line. Required for I(state=started) and I(state=restarted).
+    type: list
+    elements: str
+    default: []
+  env:
+    description: Environment of the engine (non-secret).
+    type: dict
+    default: {}
+  secret_env:
+    description: Secret environment (API key, HF token); written to the 0600 env file only.
+    type: dict
+    default: {}
+  env_files:
+    description: Further EnvironmentFile= lines loaded before the unit's own file (host comm env, ...).
+    type: list
+    elements: str
+    default: []
+  release:
+    description: Release the engine runs from; part of the hash so an upgrade restarts it.
+    type: str
+    default: ''
+  user:
+    description: Service user.
+    type: str
+    default: llmfleet
+  group:
+    description: Service group.
+    type: str
+    default: llmfleet
+  workdir:
+    description: Working directory (writable by the service).
+    type: path
+    default: /var/lib/llmfleet
+  description:
+    description: Unit description.
+    type: str
+    default: llmfleet engine
+  memory_max:
+    description: C(MemoryMax=) of the unit (empty = none).
+    type: str
+    default: ''
+  hardening:
+    description: Add the systemd sandboxing options.
+    type: bool
+    default: true
+  health_url:
+    description: Base URL of the API (C(http://ip:port)) on the API node; empty on headless nodes.
+    type: str
+    default: ''
+  served_model_name:
+    description: Name C(/v1/models) must list before the server counts as ready.
+    type: str
+    default: ''
+  api_key:
+    description: Bearer key for the probes, when the server enforces one.
+    type: str
+    default: ''
+  timeout:
+    description: Seconds to wait for health (large models load for many minutes).
+    type: int
+    default: 1800
+  drain_timeout:
+    description: Seconds to wait for running requests to finish before a stop or restart.
+    type: int
+    default: 120
+  smoke:
+    description: Send one chat completion after the server is ready.
+    type: bool
+    default: true
+  unit_dir:
+    description: Directory of unit files.
+    type: path
+    default: /etc/systemd/system
+  env_dir:
+    description: Directory of the unit's env file.
+    type: path
+    default: /etc/llmfleet
+attributes:
+  check_mode:
+    support: full
+    description: Reports whether the unit would change, restart or start; touches nothing.
+  diff_mode:
+    support: full
+    description: Shows the unit file before and after.
+  platform:
+    platforms: posix
+    description: Linux with systemd.
+'''
+
+EXAMPLES = r'''
+- name: Serve the API node (rank 0)
+  llmfleet.cluster.llm_server:
+    name: llmfleet-serve-tiny-llama
+    argv: [/opt/llmfleet/venvs/current/bin/vllm, serve, /opt/llmfleet/models/tiny-llama, --port, "8000"]
+    env_files: [/etc/llmfleet/comm.env, /etc/llmfleet/engine.env]
+    secret_env: {VLLM_API_KEY: "{{ serve_api_key }}"}
+    release: sim-vllm-0.32.0-cpu
+    health_url: http://10.231.1.11:8000
+    served_model_name: tiny-llama
+    api_key: "{{ serve_api_key }}"
+'''
+
+RETURN = r'''
+unit:
+  description: Path of the unit file.
+  type: str
+  returned: always
+hash:
+  description: Hash of argv + env + release of the desired engine.
+  type: str
+  returned: always
+restarted:
+  description: Whether the engine was (re)started by this run.
+  type: bool
+  returned: always
+healthy_after:
+  description: Seconds from (re)start to ready; 0 when nothing was started.
+  type: float
+  returned: when health_url is set
+models:
+  description: Model ids C(/v1/models) listed.
+  type: list
+  elements: str
+  returned: when health_url is set
+smoke:
+  description: The smoke completion's text and latency.
+  type: dict
+  returned: when smoke ran
+drained:
+  description: Running requests seen before the stop/restart, and seconds waited.
+  type: dict
+  returned: when a running engine was stopped or restarted
+'''
+
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_unit
+
+
+class Server:
+    def __init__(self, module):
+        self.m = module
+        self.p = module.params
+        self.unit = os.path.join(self.p['unit_dir'], self.p['name'] + '.service')
+        self.env_path = os.path.join(self.p['env_dir'], self.p['name'] + '.env')
+        self.systemctl = module.get_bin_path('systemctl', required=True)
+
+    # ------------------------------------------------------------------ systemd
+    def ctl(self, *args, check=True):
+        rc, out, err = self.m.run_command([self.systemctl] + list(args))
+        if check and rc != 0:
+            self.m.fail_json(msg='systemctl %s failed: %s' % (' '.join(args), err.strip()), **self.journal_result())
+        return rc, out.strip()
+
+    def prop(self, name):
+        return self.ctl('show', '-p', name, '--value', self.p['name'] + '.service', check=False)[1]
+
+    def active(self):
+        return self.prop('ActiveState') == 'active'
+
+    def journal_result(self):
+        jc = self.m.get_bin_path('journalctl')
+        if not jc:
+            return {}
+        rc, out, err = self.m.run_command([jc, '-u', self.p['name'] + '.service', '-n', '40', '--no-pager', '-o', 'cat'])
+        return {'journal': out.splitlines()[-40:]}
+
+    # ------------------------------------------------------------------ http
+    def get(self, path, timeout=5):
+        headers = {'Authorization': 'Bearer ' + self.p['api_key']} if self.p['api_key'] else {}
+        r = open_url(self.p['health_url'].rstrip('/') + path, headers=headers, timeout=timeout)
+        return r.getcode(), r.read().decode('utf-8', 'replace')
+
+    def ready(self):
+        try:
+            code, _ = self.get('/health')
+            if code != 200:
+                return False, []
+            code, body = self.get('/v1/models')
+            ids = [m.get('id') for m in json.loads(body).get('data', [])]
+            return (not self.p['served_model_name'] or self.p['served_model_name'] in ids), ids
+        except Exception:  # noqa: BLE001 - not up yet is any connection error
+            return False, []
+
+    def wait_ready(self, started_at, restarts_before):
+        deadline = started_at + self.p['timeout']
+        while time.time() < deadline:
+            ok, ids = self.ready()
+            if ok:
+                return time.time() - started_at, ids
+            state = self.prop('ActiveState')
+            restarts = self.prop('NRestarts')
+            if state in ('failed', 'inactive') or (restarts and restarts_before and restarts != restarts_before):
+                self.m.fail_json(msg='%s died while loading (state %s, restarts %s); its journal follows'
+                                 % (self.p['name'], state, restarts), **self.journal_result())
+            time.sleep(2)
+        self.m.fail_json(msg='%s not ready at %s within %ss' % (self.p['name'], self.p['health_url'], self.p['timeout']),
+                         **self.journal_result())
+
+    def drain(self):
+        if not self.p['health_url'] or not self.active():
+            return {'running': 0, 'waited': 0.0}
+        t0 = time.time()
+        seen = 0.0
+        while time.time() - t0 < self.p['drain_timeout']:
+            try:
+                running = serve_unit.running_requests(self.get('/metrics')[1])
+            except Exception:  # noqa: BLE001 - a server that does not answer has nothing to drain
+                running = None
+            if not running:
+                break
+            seen = max(seen, running)
+            time.sleep(1)
+        return {'running': seen, 'waited': round(time.time() - t0, 1)}
+
+    def smoke(self):
+        body = json.dumps({'model': self.p['served_model_name'], 'max_tokens': 8, 'temperature': 0,
+                           'messages': [{'role': 'user', 'content': 'Say hello.'}]})
+        headers = {'Content-Type': 'application/json'}
+        if self.p['api_key']:
+            headers['Authorization'] = 'Bearer ' + self.p['api_key']
+        t0 = time.time()
+        try:
+            r = open_url(self.p['health_url'].rstrip('/') + '/v1/chat/completions', data=body, headers=headers,
+                         method='POST', timeout=300)
+            doc = json.loads(r.read())
+        except Exception as exc:  # noqa: BLE001
+            self.m.fail_json(msg='smoke completion failed: %s' % exc, **self.journal_result())
+        return {'text': doc['choices'][0]['message'].get('content'), 'latency_s': round(time.time() - t0, 2),
+                'completion_tokens': (doc.get('usage') or {}).get('completion_tokens')}
+
+    # ------------------------------------------------------------------ files
+    def read(self, path):
+        try:
+            with open(path) as f:
+                return f.read()
+        except IOError:
+            return None
+
+    def write(self, path, text, mode):
+        tmp = path + '.llmfleet-tmp'
+        with open(tmp, 'w') as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.rename(tmp, path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type='str', required=True),
+            state=dict(type='str', default='started', choices=['started', 'stopped', 'restarted', 'absent']),
+            argv=dict(type='list', elements='str', default=[]),
+            env=dict(type='dict', default={}),
+            secret_env=dict(type='dict', default={}, no_log=True),
+            env_files=dict(type='list', elements='str', default=[]),
+            release=dict(type='str', default=''),
+            user=dict(type='str', default='llmfleet'),
+            group=dict(type='str', default='llmfleet'),
+            workdir=dict(type='path', default='/var/lib/llmfleet'),
+            description=dict(type='str', default='llmfleet engine'),
+            memory_max=dict(type='str', default=''),
+            hardening=dict(type='bool', default=True),
+            health_url=dict(type='str', default=''),
+            served_model_name=dict(type='str', default=''),
+            api_key=dict(type='str', default='', no_log=True),
+            timeout=dict(type='int', default=1800),
+            drain_timeout=dict(type='int', default=120),
+            smoke=dict(type='bool', default=True),
+            unit_dir=dict(type='path', default='/etc/systemd/system'),
+            env_dir=dict(type='path', default='/etc/llmfleet'),
+        ),
+        required_if=[('state', 'started', ('argv',)), ('state', 'restarted', ('argv',))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    s = Server(module)
+    digest = serve_unit.serve_hash(p['argv'], p['env'], p['release'], p['secret_env'])
+    unit_text = serve_unit.render_unit(
+        p['name'], p['argv'], p['user'], p['group'], p['env_files'] + [s.env_path], p['workdir'],
+        p['description'], digest, memory_max=p['memory_max'], hardening=p['hardening'])
+    try:
+        env_text = serve_unit.render_env(dict(p['env'], **p['secret_env']))
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    before = s.read(s.unit)
+    result = dict(changed=False, unit=s.unit, hash=digest, restarted=False,
+                  diff={'before': before or '', 'after': unit_text if p['state'] != 'absent' else '',
+                        'before_header': s.unit, 'after_header': s.unit})
+
+    if p['state'] == 'absent':
+        if before is None and s.read(s.env_path) is None:
+            module.exit_json(**result)
+        result['changed'] = True
+        if not module.check_mode:
+            result['drained'] = s.drain()
+            s.ctl('disable', '--now', p['name'] + '.service', check=False)
+            for path in (s.unit, s.env_path):
+                if os.path.exists(path):
+                    os.remove(path)
+            s.ctl('daemon-reload')
+        module.exit_json(**result)
+
+    if p['state'] == 'stopped':
+        if before is not None and s.active():
+            result['changed'] = True
+            if not module.check_mode:
+                result['drained'] = s.drain()
+                s.ctl('stop', p['name'] + '.service')
+        module.exit_json(**result)
+
+    changed_files = before != unit_text or s.read(s.env_path) != env_text
+    was_active = before is not None and s.active()
+    need_start = changed_files or not was_active or p['state'] == 'restarted'
+    result['changed'] = need_start or s.prop('UnitFileState') != 'enabled'
+    if module.check_mode:
+        result['restarted'] = need_start
+        module.exit_json(**result)
+    if changed_files:
+        os.makedirs(p['env_dir'], exist_ok=True)
+        s.write(s.env_path, env_text, 0o600)
+        s.write(s.unit, unit_text, 0o644)
+        s.ctl('daemon-reload')
+    s.ctl('enable', p['name'] + '.service')
+    started_at = time.time()
+    if need_start:
+        if was_active:
+            result['drained'] = s.drain()
+        restarts = s.prop('NRestarts')
+        started_at = time.time()
+        s.ctl('restart' if was_active else 'start', p['name'] + '.service')
+        result['restarted'] = True
+    else:
+        restarts = s.prop('NRestarts')
+    if p['health_url']:
+        waited, ids = s.wait_ready(started_at, restarts)
+        result['healthy_after'] = round(waited, 1) if need_start else 0.0
+        result['models'] = ids
+        if p['smoke']:
+            result['smoke'] = s.smoke()
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

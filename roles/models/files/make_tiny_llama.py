@@ -1,0 +1,1 @@
+../../../tools/tinymodel/make_tiny_llama.py
