@@ -49,6 +49,12 @@ options:
     description: Release the engine runs from; part of the hash so an upgrade restarts it.
     type: str
     default: ''
+  group_hash:
+    description:
+      - Hash of the whole serving group's commands. Part of this unit's hash, so a change on any node
+        of a multi-node engine restarts every node (their ranks must rendezvous again together).
+    type: str
+    default: ''
   user:
     description: Service user.
     type: str
@@ -224,7 +230,7 @@ class Server:
                 return time.time() - started_at, ids
             state = self.prop('ActiveState')
             restarts = self.prop('NRestarts')
-            if state in ('failed', 'inactive') or (restarts and restarts_before and restarts != restarts_before):
+            if state in ('failed', 'inactive') or (restarts_before is not None and restarts != restarts_before):
                 self.m.fail_json(msg='%s died while loading (state %s, restarts %s); its journal follows'
                                  % (self.p['name'], state, restarts), **self.journal_result())
             time.sleep(2)
@@ -289,6 +295,7 @@ def main():
             secret_env=dict(type='dict', default={}, no_log=True),
             env_files=dict(type='list', elements='str', default=[]),
             release=dict(type='str', default=''),
+            group_hash=dict(type='str', default=''),
             user=dict(type='str', default='llmfleet'),
             group=dict(type='str', default='llmfleet'),
             workdir=dict(type='path', default='/var/lib/llmfleet'),
@@ -309,7 +316,7 @@ def main():
     )
     p = module.params
     s = Server(module)
-    digest = serve_unit.serve_hash(p['argv'], p['env'], p['release'], p['secret_env'])
+    digest = serve_unit.serve_hash(p['argv'], p['env'], p['release'] + '/' + p['group_hash'], p['secret_env'])
     unit_text = serve_unit.render_unit(
         p['name'], p['argv'], p['user'], p['group'], p['env_files'] + [s.env_path], p['workdir'],
         p['description'], digest, memory_max=p['memory_max'], hardening=p['hardening'])
@@ -360,9 +367,10 @@ def main():
     if need_start:
         if was_active:
             result['drained'] = s.drain()
-        restarts = s.prop('NRestarts')
         started_at = time.time()
         s.ctl('restart' if was_active else 'start', p['name'] + '.service')
+        # a manual (re)start resets NRestarts: read it after, so only automatic restarts count
+        restarts = s.prop('NRestarts')
         result['restarted'] = True
     else:
         restarts = s.prop('NRestarts')

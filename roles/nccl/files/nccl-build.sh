@@ -123,7 +123,7 @@ times > "$NCCL_BUILD_DIR/times"
 cpu=$(tail -n 1 "$NCCL_BUILD_DIR/times" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } printf "%d", s }')
 cuda=$("$NCCL_CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
 STAMP_OBJECTS=$objects STAMP_SECONDS=$(( $(date +%s) - started )) STAMP_CUDA=$cuda STAMP_CPU=$cpu \
-STAMP_LIB=$(basename "$lib") STAMP_HOST=$(hostname) \
+STAMP_LIB=$(basename "$lib") STAMP_HOST=$(uname -n) \
   python3 - "$stage/llmfleet-nccl.json" <<'PY'
 import datetime, json, os, sys
 stamp = {
