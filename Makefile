@@ -15,7 +15,8 @@ export PYTHONDONTWRITEBYTECODE := 1
 COLL_LINK := $(ROOT)/.build/collections/ansible_collections/llmfleet/cluster
 REQ_STAMP := $(VENV)/.req-$(shell sha256sum requirements-dev.txt | cut -c1-12)
 
-.PHONY: help demo test deps venv link image lab-up lab-down unit sanity lint build molecule integration clean
+.PHONY: help demo test deps venv link image lab-up lab-down unit sanity lint build molecule clean \
+	integration-preflight integration-nccl integration-nccl-full molecule-default molecule-fabric molecule-cluster
 
 help:
 	@echo "make demo   - bring up the simulated lab and run site.yml on it (all set-up included)"
@@ -63,15 +64,24 @@ build: venv
 	ANSIBLE_COLLECTIONS_PATH=$(ROOT)/.build/installed $(BIN)/ansible-doc -l llmfleet.cluster
 	ANSIBLE_COLLECTIONS_PATH=$(ROOT)/.build/installed $(BIN)/ansible-doc -t role -l llmfleet.cluster
 
-molecule: venv link lab-up
-	cd $(ROOT) && $(BIN)/molecule test --all
+# Scenarios share one converged lab (see .config/molecule/config.yml).
+molecule: molecule-default molecule-fabric molecule-cluster
+
+molecule-%: venv link lab-up
+	$(BIN)/molecule test -s $*
+
+integration-preflight: venv link
+	$(BIN)/pytest -q tests/integration/preflight
+
+# A real NCCL compile (a subset of its kernels) with CUDA 13.0 nvcc; the full build is opt-in.
+integration-nccl: venv link
+	tests/integration/nccl/run.sh
+
+integration-nccl-full: venv link
+	tests/integration/nccl/run.sh --full
 
 test: venv link
-	$(MAKE) --no-print-directory unit
-	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory build
-	$(MAKE) --no-print-directory sanity
-	$(MAKE) --no-print-directory molecule
+	$(ROOT)/tools/ci/run_tests.sh
 
 clean: lab-down
 	rm -rf .build .cache

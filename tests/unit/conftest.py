@@ -2,6 +2,11 @@
 import os
 import sys
 
+# Unit tests must not see facts cached by real runs: ansible.cfg points the jsonfile fact cache at
+# .cache/facts, whose cached facts (python_env_versions...) would leak into the fixture inventories'
+# hostvars. Set before anything imports ansible.constants.
+os.environ["ANSIBLE_CACHE_PLUGIN"] = "memory"
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # When run from inside an ansible_collections/llmfleet/cluster tree (ansible-test), that tree wins.
 _parts = ROOT.split(os.sep)

@@ -1,0 +1,104 @@
+"""The converged sim cluster: Ray units, firewall, env files, vLLM serving across two nodes."""
+import json
+import socket
+import urllib.request
+
+import pytest
+import testinfra
+
+from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, wait_for
+
+INVENTORY = None
+
+
+def node(name):
+    global INVENTORY
+    import os
+    # molecule's inventory directory: its generated file plus the linked sim hosts.yml/group_vars
+    INVENTORY = INVENTORY or os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+# ----------------------------------------------------------------------------- Ray
+@pytest.mark.parametrize("name", sorted(FABRIC_IP))
+def test_ray_unit_hardened_and_unprivileged(name):
+    h = node(name)
+    svc = h.service("llmfleet-ray")
+    assert svc.is_running and svc.is_enabled
+    props = h.check_output("systemctl show llmfleet-ray -p User -p NoNewPrivileges -p ProtectSystem -p Restart -p PrivateTmp")
+    for want in ("User=llmfleet", "NoNewPrivileges=yes", "ProtectSystem=full", "Restart=always", "PrivateTmp=yes"):
+        assert want in props
+    unit = h.file("/etc/systemd/system/llmfleet-ray.service").content_string
+    assert f"--node-ip-address={FABRIC_IP[name]}" in unit
+    assert "--dashboard-host=0.0.0.0" not in unit
+    # unified-memory archs disable Ray's OOM killer (vllm-gb10 fix 7)
+    assert "RAY_memory_usage_threshold=1.0" in h.file("/etc/llmfleet/ray.env").content_string
+
+
+def test_ray_cluster_has_all_four_fabric_ips():
+    assert alive_ray_ips(node("spark1")) == sorted(FABRIC_IP.values())
+
+
+def test_non_carry_over_list_keeps_per_host_vars():
+    h = node("spark1")
+    names = json.loads(h.file("/var/lib/llmfleet/.config/vllm/ray_non_carry_over_env_vars.json").content_string)
+    for var in ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "UCX_NET_DEVICES"):
+        assert var in names
+
+
+@pytest.mark.parametrize("ip", [MGMT_IP["spark1"], FABRIC_IP["spark1"]])
+def test_gcs_refuses_non_peers(ip):
+    """The controller is no fabric peer: nftables resets its connection to Ray's GCS."""
+    with pytest.raises(OSError):
+        socket.create_connection((ip, 6379), timeout=3).close()
+
+
+def test_gcs_admits_fabric_peer():
+    out = node("thor2").run("timeout 3 bash -c '</dev/tcp/10.231.1.11/6379' && echo open")
+    assert out.stdout.strip() == "open"
+
+
+def test_killed_raylet_comes_back_within_60s():
+    h = node("thor2")
+    h.run("pkill -KILL -f 'raylet' ")
+    head = node("spark1")
+    took = wait_for(lambda: alive_ray_ips(head) == sorted(FABRIC_IP.values()) and h.service("llmfleet-ray").is_running, 60)
+    print(f"thor2 back in the cluster after {took:.0f}s")
+
+
+def test_workers_rejoin_restarted_head_within_120s():
+    head = node("spark1")
+    head.check_output("systemctl restart llmfleet-ray")
+    took = wait_for(lambda: alive_ray_ips(head) == sorted(FABRIC_IP.values()), 120)
+    print(f"all workers rejoined the restarted head after {took:.0f}s")
+
+
+# ----------------------------------------------------------------------------- serve
+def test_engine_units_on_serving_nodes_only():
+    for name in ("spark1", "spark2"):
+        assert node(name).service("llmfleet-serve-tiny-llama").is_running
+    for name in ("thor1", "thor2"):
+        assert not node(name).file("/etc/systemd/system/llmfleet-serve-tiny-llama.service").exists
+
+
+def test_api_binds_fabric_ip_not_wildcard():
+    listening = node("spark1").check_output("ss -ltnH '( sport = :8000 )'")
+    assert f"{FABRIC_IP['spark1']}:8000" in listening
+    assert "0.0.0.0:8000" not in listening and "*:8000" not in listening
+
+
+def test_headless_rank_on_spark2():
+    unit = node("spark2").file("/etc/systemd/system/llmfleet-serve-tiny-llama.service").content_string
+    assert "--headless" in unit and "--node-rank 1" in unit and f"--master-addr {FABRIC_IP['spark1']}" in unit
+    env = node("spark2").file("/etc/llmfleet/llmfleet-serve-tiny-llama.env")
+    assert env.mode == 0o600
+
+
+def test_completion_from_controller():
+    body = json.dumps({"model": "tiny-llama", "max_tokens": 8,
+                       "messages": [{"role": "user", "content": "hello"}]}).encode()
+    req = urllib.request.Request(f"http://{FABRIC_IP['spark1']}:8000/v1/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    doc = json.loads(urllib.request.urlopen(req, timeout=120).read())
+    assert doc["model"] == "tiny-llama"
+    assert doc["usage"]["completion_tokens"] == 8
