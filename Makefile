@@ -16,7 +16,7 @@ COLL_LINK := $(ROOT)/.build/collections/ansible_collections/llmfleet/cluster
 REQ_STAMP := $(VENV)/.req-$(shell sha256sum requirements-dev.txt | cut -c1-12)
 
 .PHONY: help demo test deps venv link image lab-up lab-down unit sanity lint build molecule clean \
-	integration-preflight integration-nccl integration-nccl-full molecule-default molecule-fabric molecule-cluster
+	integration-preflight integration-nccl integration-nccl-full
 
 help:
 	@echo "make demo   - bring up the simulated lab and run site.yml on it (all set-up included)"
@@ -60,13 +60,14 @@ lint: venv link
 build: venv
 	@rm -rf .build/dist .build/installed && mkdir -p .build/dist
 	$(BIN)/ansible-galaxy collection build --output-path .build/dist --force
-	$(BIN)/ansible-galaxy collection install --offline --no-deps -p .build/installed .build/dist/llmfleet-cluster-*.tar.gz
+	$(BIN)/ansible-galaxy collection install --force --offline --no-deps -p .build/installed .build/dist/llmfleet-cluster-*.tar.gz
 	ANSIBLE_COLLECTIONS_PATH=$(ROOT)/.build/installed $(BIN)/ansible-doc -l llmfleet.cluster
 	ANSIBLE_COLLECTIONS_PATH=$(ROOT)/.build/installed $(BIN)/ansible-doc -t role -l llmfleet.cluster
 
 # Scenarios share one converged lab (see .config/molecule/config.yml).
 molecule: molecule-default molecule-fabric molecule-cluster
 
+# (pattern rule, so not .PHONY: make skips implicit rules for phony targets)
 molecule-%: venv link lab-up
 	$(BIN)/molecule test -s $*
 

@@ -36,7 +36,7 @@ def serve_hash(argv, env, release, secret_env=None):
 def systemd_quote(arg):
     """Quote one argv element for systemd's ExecStart= (it splits like a shell, no expansion of ${})."""
     arg = str(arg)
-    if arg and all(c.isalnum() or c in '@%+=:,./-_' for c in arg):
+    if arg and all(c.isalnum() or c in '@+=:,./-_' for c in arg):
         return arg
     return '"' + arg.replace('\\', '\\\\').replace('"', '\\"').replace('$', '$$').replace('%', '%%') + '"'
 

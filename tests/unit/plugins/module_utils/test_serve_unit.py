@@ -1,0 +1,103 @@
+"""Unit/env rendering and hashing of engine units (llm_server)."""
+import pytest
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_unit as su
+
+ARGV_RANK0 = ["/opt/llmfleet/venvs/current/bin/vllm", "serve", "/opt/llmfleet/models/tiny-llama",
+              "--tensor-parallel-size", "2", "--nnodes", "2", "--node-rank", "0",
+              "--master-addr", "10.231.1.11", "--host", "10.231.1.11", "--port", "8000"]
+ARGV_RAY = ["/opt/llmfleet/venvs/current/bin/vllm", "serve", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4",
+            "--pipeline-parallel-size", "4", "--distributed-executor-backend", "ray",
+            "--reasoning-parser-plugin", "/opt/llmfleet/files/super v3.py"]
+ARGV_SGLANG = ["/opt/llmfleet/venvs/current/bin/python", "-m", "sglang.launch_server", "--model-path", "m",
+               "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.25:29501"]
+
+
+def unit(argv, digest="abc", **kw):
+    return su.render_unit("llmfleet-serve-x", argv, "llmfleet", "llmfleet",
+                          ["/etc/llmfleet/comm.env", "-/etc/llmfleet/engine.env", "/etc/llmfleet/x.env"],
+                          "/var/lib/llmfleet", "test", digest, **kw)
+
+
+@pytest.mark.parametrize("argv", [ARGV_RANK0, ARGV_RAY, ARGV_SGLANG])
+def test_unit_runs_argv_as_service_user_with_env_files(argv):
+    text = unit(argv)
+    assert "User=llmfleet" in text and "Group=llmfleet" in text
+    assert "EnvironmentFile=/etc/llmfleet/comm.env" in text
+    assert "EnvironmentFile=-/etc/llmfleet/engine.env" in text
+    exec_line = [ln for ln in text.splitlines() if ln.startswith("ExecStart=")][0]
+    assert exec_line.startswith("ExecStart=" + argv[0])
+    assert "Restart=always" in text and "KillMode=mixed" in text
+    assert su.installed_hash(text) == "abc"
+
+
+def test_argument_with_space_is_quoted_for_systemd():
+    text = unit(ARGV_RAY)
+    assert '"/opt/llmfleet/files/super v3.py"' in text
+
+
+@pytest.mark.parametrize("arg,quoted", [
+    ("plain", "plain"),
+    ("10.0.0.25:29501", "10.0.0.25:29501"),
+    ("a b", '"a b"'),
+    ("$HOME", '"$$HOME"'),
+    ("50%", '"50%%"'),
+    ('say "hi"', '"say \\"hi\\""'),
+])
+def test_systemd_quote(arg, quoted):
+    assert su.systemd_quote(arg) == quoted
+
+
+def test_hardening_and_memory_max_are_optional():
+    hard = unit(ARGV_RANK0, memory_max="100G")
+    assert "NoNewPrivileges=yes" in hard and "MemoryMax=100G" in hard
+    soft = unit(ARGV_RANK0, hardening=False)
+    assert "NoNewPrivileges=yes" not in soft and "MemoryMax" not in soft
+
+
+def test_hash_changes_with_flag_env_release_and_secret_but_not_order_of_env():
+    base = su.serve_hash(ARGV_RANK0, {"A": "1", "B": "2"}, "r1", {"VLLM_API_KEY": "k"})
+    assert base == su.serve_hash(ARGV_RANK0, {"B": "2", "A": "1"}, "r1", {"VLLM_API_KEY": "k"})
+    assert base != su.serve_hash(ARGV_RANK0 + ["--enforce-eager"], {"A": "1", "B": "2"}, "r1", {"VLLM_API_KEY": "k"})
+    assert base != su.serve_hash(ARGV_RANK0, {"A": "1", "B": "3"}, "r1", {"VLLM_API_KEY": "k"})
+    assert base != su.serve_hash(ARGV_RANK0, {"A": "1", "B": "2"}, "r2", {"VLLM_API_KEY": "k"})
+    assert base != su.serve_hash(ARGV_RANK0, {"A": "1", "B": "2"}, "r1", {"VLLM_API_KEY": "other"})
+
+
+def test_secret_never_in_unit_text():
+    digest = su.serve_hash(ARGV_RANK0, {}, "r", {"VLLM_API_KEY": "s3cret"})
+    assert "s3cret" not in unit(ARGV_RANK0, digest=digest)
+    assert "s3cret" not in digest
+
+
+def test_env_file_sorted_and_quoted():
+    text = su.render_env({"VLLM_API_KEY": "a b", "B": "x", "EMPTY": ""})
+    lines = text.splitlines()
+    assert lines[1:] == ["B=x", 'EMPTY=""', "VLLM_API_KEY='a b'"]
+    with pytest.raises(ValueError):
+        su.render_env({"X": "line\nbreak"})
+
+
+def test_installed_hash_absent():
+    assert su.installed_hash("[Unit]\nDescription=x\n") is None
+    assert su.installed_hash(None) is None
+
+
+# real /metrics lines of vLLM 0.32 (CPU build) during one streaming request, and of SGLang
+VLLM_METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="tiny-llama"} 1.0
+vllm:num_requests_waiting{engine="0",model_name="tiny-llama"} 0.0
+"""
+SGLANG_METRICS = 'sglang:num_running_reqs{model_name="m"} 3.0\n'
+
+
+@pytest.mark.parametrize("text,expected", [
+    (VLLM_METRICS, 1.0),
+    (VLLM_METRICS.replace("} 1.0", "} 0.0"), 0.0),
+    (SGLANG_METRICS, 3.0),
+    ("# nothing here\n", None),
+    ("", None),
+])
+def test_running_requests(text, expected):
+    assert su.running_requests(text) == expected

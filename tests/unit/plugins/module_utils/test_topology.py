@@ -1,0 +1,46 @@
+"""Clusters, serving groups and NIC-by-IP over inventory data."""
+import pytest
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import topology as t
+
+GROUPS = {
+    "all": ["spark1", "spark2", "thor1", "thor2", "a1", "a2"],
+    "ray_head": ["spark1", "a1"],
+    "ray_workers": ["thor2", "spark2", "thor1", "a2"],
+    "serve_nodes": ["spark2", "spark1"],
+}
+HOSTVARS = {"a1": {"llmfleet_cluster": "other"}, "a2": {"llmfleet_cluster": "other"}}
+
+
+@pytest.mark.parametrize("cluster,ray,head,serving", [
+    ("default", ["spark1", "spark2", "thor1", "thor2"], "spark1", ["spark1", "spark2"]),
+    # no serve_nodes in this cluster: its Ray nodes serve
+    ("other", ["a1", "a2"], "a1", ["a1", "a2"]),
+    ("none", [], None, []),
+])
+def test_partition_by_cluster(cluster, ray, head, serving):
+    assert t.ray_nodes(GROUPS, HOSTVARS, cluster) == ray
+    assert t.ray_head(GROUPS, HOSTVARS, cluster) == head
+    assert t.serving_group(GROUPS, HOSTVARS, cluster) == serving
+
+
+# network facts as Ansible gathers them in the sim (podman named the fabric NIC eth1 here)
+FACTS = {
+    "interfaces": ["lo", "eth0", "eth1", "enP2p1s0f1np1"],
+    "eth0": {"device": "eth0", "ipv4": {"address": "10.231.0.11", "prefix": "24"}},
+    "eth1": {"device": "eth1", "ipv4": {"address": "10.231.1.11", "prefix": "24"}},
+    "enP2p1s0f1np1": {"device": "enP2p1s0f1np1", "ipv4": {"address": "169.254.3.4", "prefix": "16"},
+                      "ipv4_secondaries": [{"address": "192.168.100.10", "prefix": "24"}]},
+    "lo": {"device": "lo", "ipv4": {"address": "127.0.0.1", "prefix": "8"}},
+}
+
+
+@pytest.mark.parametrize("ip,iface,prefix", [
+    ("10.231.1.11", "eth1", 24),
+    ("10.231.0.11", "eth0", 24),
+    ("192.168.100.10", "enP2p1s0f1np1", 24),  # a secondary address counts
+    ("10.9.9.9", "", 24),
+])
+def test_iface_and_prefix_for_ip(ip, iface, prefix):
+    assert t.iface_for_ip(FACTS, ip) == iface
+    assert t.prefix_for_ip(FACTS, ip, 24) == prefix

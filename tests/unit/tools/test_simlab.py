@@ -1,0 +1,33 @@
+"""The committed sim inventory is exactly what the lab tool builds for 4 nodes."""
+import importlib.util
+import os
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+spec = importlib.util.spec_from_file_location("simlab", os.path.join(ROOT, "tools", "simlab", "simlab.py"))
+simlab = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(simlab)
+
+
+def test_committed_sim_inventory_matches_generator():
+    with open(os.path.join(ROOT, "inventories", "sim", "hosts.yml")) as f:
+        committed = f.read()
+    assert committed == simlab.inventory_yaml("sim", 4, simlab.SIM_KEY_EXPR)
+
+
+def test_layout_scales_and_keeps_one_head():
+    for count in (4, 8, 16):
+        inv = yaml.safe_load(simlab.inventory_yaml("scale", count, "/k"))["all"]["children"]
+        hosts = list(inv["gb10"]["hosts"]) + list(inv["thor"]["hosts"])
+        assert len(hosts) == count
+        assert list(inv["ray_head"]["hosts"]) == ["spark1"]
+        assert len(inv["ray_workers"]["hosts"]) == count - 1
+        fabric = [h["llmfleet_fabric_ip"] for g in ("gb10", "thor") for h in inv[g]["hosts"].values()]
+        mgmt = [h["ansible_host"] for g in ("gb10", "thor") for h in inv[g]["hosts"].values()]
+        assert len(set(fabric)) == count and not set(fabric) & set(mgmt)
+
+
+def test_lab_names_get_disjoint_subnets():
+    assert simlab.subnets("sim") != simlab.subnets("scale")
+    assert simlab.subnets("sim")[0] != simlab.subnets("sim")[1]
