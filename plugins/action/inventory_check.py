@@ -135,7 +135,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
-        _, args = self.validate_argument_spec(argument_spec=self.argument_spec)
+        _validation, args = self.validate_argument_spec(argument_spec=self.argument_spec)
 
         groups = {str(g): [str(h) for h in hs] for g, hs in (task_vars.get("groups") or {}).items()}
         hosts = list(dict.fromkeys(groups.get("all", [])))

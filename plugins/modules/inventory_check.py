@@ -34,7 +34,7 @@ description:
     its value and the fix; then the task fails. On success, RV(lines) has one line per check.
 version_added: "0.1.0"
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (@llmfleet)
 options:
   report_json:
     description:

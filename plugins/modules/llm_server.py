@@ -119,6 +119,7 @@ attributes:
     support: full
     description: Shows the unit file before and after.
   platform:
+    support: full
     platforms: posix
     description: Linux with systemd.
 '''
@@ -213,7 +214,7 @@ class Server:
 
     def ready(self):
         try:
-            code, _ = self.get('/health')
+            code, _body = self.get('/health')
             if code != 200:
                 return False, []
             code, body = self.get('/v1/models')

@@ -23,7 +23,7 @@ description:
   - Read-only; needs no GPU. torch's own reported NCCL version is returned for information
     only, since it need not be the library that is loaded.
 version_added: "0.1.0"
-author: llmfleet maintainers
+author: llmfleet maintainers (@llmfleet)
 options:
   engine_env:
     description:
@@ -83,9 +83,13 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Read-only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is no diff.
   platform:
+    support: full
+    description: Linux with glibc (uses C(/proc/self/maps) and C(dladdr)).
     platforms: posix
 notes:
   - Linux with glibc only (uses C(/proc/self/maps) and C(dladdr)).

@@ -30,7 +30,7 @@ options:
     type: str
     default: llmfleet
   expected:
-    description: Hosts that must be in the cluster, C({host: fabric_ip}).
+    description: 'Hosts that must be in the cluster, C({host: fabric_ip}).'
     type: dict
     default: {}
   wait_for_nodes:
@@ -46,7 +46,7 @@ options:
     type: int
     default: 120
   audit_env:
-    description: Expected environment per fabric IP, C({ip: {VAR: value}}); compared with each node's worker.
+    description: "Expected environment per fabric IP, C({ip: {VAR: value}}); compared with each node's worker."
     type: dict
     default: {}
   fail_on_drift:
@@ -61,6 +61,7 @@ attributes:
     support: none
     description: Nothing to diff.
   platform:
+    support: full
     platforms: posix
     description: Linux nodes with Ray in a venv.
 notes:

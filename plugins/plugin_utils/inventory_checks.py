@@ -571,7 +571,7 @@ def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None
                     "a serving group runs one engine and one profile: set it once for the group (group_vars)",
                     tuple(hosts), name, {h: _jsonable(v) for h, v in values.items()}))
         engines_set = {_canon(v) for v in _group_values(inv, hosts, "llmfleet_engine").values() if v is not UNSET}
-        profile, _ = _resolve_profile(inv, hosts, profiles)
+        profile, _profile_data = _resolve_profile(inv, hosts, profiles)
         part = f"{cluster}: engine {next(iter(engines_set)) if len(engines_set) == 1 else 'not set'}"
         details.append(part + (f", profile '{profile}'" if profile else ", no profile"))
     res.details = "; ".join(details)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The simulated lab: N systemd containers on two podman networks.
 
 Each node is a Debian 12 rootfs (debootstrap + ``podman import``, no registry)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Make a tiny random-weight Llama (HF format) that vLLM can serve, without any hub access.
 
 Usage:
@@ -140,7 +139,7 @@ def make(outdir: Path, seed: int, hidden: int, layers: int, heads: int, kv_heads
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--hidden", type=int, default=128)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build an offline wheelhouse for one engine variant (arch, release).
 
 Usage:
@@ -96,7 +95,8 @@ def parse_pin(line: str) -> tuple[str, str] | None:
 
 def version_matches(pinned: str, found: str) -> bool:
     """Wheel filename versions may be normalized differently (e.g. '_' vs '-')."""
-    norm = lambda v: v.lower().replace("_", "-")  # noqa: E731
+    def norm(v: str) -> str:
+        return v.lower().replace("_", "-")
     return norm(pinned) == norm(found)
 
 
@@ -223,7 +223,7 @@ def find_uv() -> str:
 
 def run(cmd: list[str], log: list[str], **kw) -> subprocess.CompletedProcess:
     log.append("$ " + " ".join(cmd))
-    proc = subprocess.run(cmd, text=True, capture_output=True, **kw)
+    proc = subprocess.run(cmd, text=True, capture_output=True, check=False, **kw)
     log.append(proc.stdout[-4000:] + proc.stderr[-4000:])
     if proc.returncode != 0:
         raise WheelhouseError(
@@ -258,7 +258,7 @@ def resolve(spec: dict, work: Path, alias_dir: Path, find_links: list[str], uv: 
             cmd += ["--exclude-newer", str(spec["exclude_newer"])]
         run(cmd, log)
         pins = [p for p in (parse_pin(l) for l in out.read_text().splitlines()) if p]
-        caught = [n for n, _ in pins if any(fnmatch.fnmatch(n, g) for g in globs)]
+        caught = [n for n, _version in pins if any(fnmatch.fnmatch(n, g) for g in globs)]
         if not caught:
             return sorted(pins), sorted(set(excludes))
         log.append(f"excluding by glob and resolving again: {caught}")
@@ -302,7 +302,7 @@ def verify_dir(out: Path, full: bool) -> list[str]:
         return ["SHA256SUMS missing"]
     listed = {}
     for line in sums.read_text().splitlines():
-        digest, _, fname = line.partition("  ")
+        digest, _sep, fname = line.partition("  ")
         listed[fname] = digest
     present = {p.name for p in out.glob("*.whl")}
     for fname in sorted(set(listed) - present):
@@ -354,11 +354,11 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
         t_res = time.monotonic() - t_res
         alias_names = {canon(a["name"]) for a in spec.get("alias", [])}
         to_download = [(n, v) for n, v in pins if n not in alias_names]
-        leaked = [n for n, _ in pins if n in excludes]
+        leaked = [n for n, _version in pins if n in excludes]
         if leaked:
             raise WheelhouseError(f"excluded packages in the resolution: {leaked}")
         # 3. seed from the previous wheelhouse, then download exactly the pins
-        wanted = {n: v for n, v in to_download}
+        wanted = dict(to_download)
         if out.is_dir():
             for old in out.glob("*.whl"):
                 n, v = wheel_name_version(old.name)
@@ -446,7 +446,7 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("spec", nargs="?", type=Path, help="variant spec (YAML or JSON)")
     ap.add_argument("--root", type=Path, default=DEFAULT_ROOT,
                     help="parent of <arch>-<release>/ (default: %(default)s)")

@@ -15,7 +15,6 @@ LLMFLEET_ENGINE_PYTHON picks the interpreter (default: python3.11 on PATH or /us
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import importlib.util
 import json
 import os
@@ -221,6 +220,6 @@ def test_installed_set_is_the_lock(installed_venv, lock):
     for seed in ("pip", "setuptools"):  # a venv's own seeds, unless the lock pins them
         if seed not in lock:
             dists.pop(seed, None)
-    assert {n: v for n, (v, _) in lock.items()} == dists
+    assert {n: v for n, (v, _sha256) in lock.items()} == dists
     assert data["mods"] == {"torchvision": False, "torchaudio": False, "torchcodec": False,
                             "triton": False, "vllm": True, "torch": True}

@@ -96,7 +96,7 @@ def nccl_check(**args):
         out = json.loads(proc.stdout)
     except ValueError:
         pytest.fail("ansible printed no JSON (rc=%d):\n%s\n%s" % (proc.returncode, proc.stdout,
-                                                                   proc.stderr))
+                                                                  proc.stderr))
     return out["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
@@ -213,7 +213,7 @@ def engine_env(built):
 
 def test_disabled_role_does_nothing(base_vars, workdir):
     vars_ = dict(base_vars, nccl_enabled=False, nccl_prefix_root=str(workdir / "disabled"))
-    rc, text, _ = run_playbook(vars_)
+    rc, text, _seconds = run_playbook(vars_)
     assert rc == 0
     assert recap(text)["changed"] == 0
     assert not (workdir / "disabled").exists()
@@ -236,7 +236,7 @@ def test_first_converge_builds(built):
     assert built["stamp"]["key"]["gencode"] == "-gencode=arch=compute_121,code=sm_121"
     assert built["stamp"]["key"]["only_functions"] == SUBSET
     assert built["stamp"]["key"]["source"].startswith("sha256:")
-    assert (built["prefix"] / "lib" / ("libnccl.so.%s" % NCCL_VERSION.split("-")[0])).is_file()
+    assert (built["prefix"] / "lib" / ("libnccl.so.%s" % NCCL_VERSION.split("-", maxsplit=1)[0])).is_file()
     assert (built["prefix"] / "include" / "nccl.h").is_file()
     # progress was reported while the async build ran (it takes minutes)
     assert re.search(r"objects compiled, \d+ s elapsed", built["text"])
@@ -278,7 +278,7 @@ def test_second_converge_is_a_noop(built, base_vars):
 
 
 def test_check_mode_changes_nothing(built, base_vars):
-    rc, text, _ = run_playbook(base_vars, "--check")
+    rc, text, _seconds = run_playbook(base_vars, "--check")
     assert rc == 0
     assert recap(text)["changed"] == 0
 
@@ -289,7 +289,7 @@ def test_check_mode_changes_nothing(built, base_vars):
 ])
 def test_changed_version_or_arch_would_rebuild(built, base_vars, override, prefix_name):
     """Check mode reports the new build, and builds nothing."""
-    rc, text, _ = run_playbook(dict(base_vars, **override), "--check")
+    rc, text, _seconds = run_playbook(dict(base_vars, **override), "--check")
     assert rc == 0
     assert recap(text)["changed"] >= 1
     prefix = Path(base_vars["nccl_prefix_root"]) / (prefix_name + ("-subset" if SUBSET else ""))
@@ -298,8 +298,8 @@ def test_changed_version_or_arch_would_rebuild(built, base_vars, override, prefi
 
 
 def test_changed_subset_is_a_new_key(built, base_vars):
-    rc, text, _ = run_playbook(dict(base_vars, nccl_only_functions="SendRecv|Broadcast * *"),
-                               "--check")
+    rc, text, _seconds = run_playbook(dict(base_vars, nccl_only_functions="SendRecv|Broadcast * *"),
+                                      "--check")
     assert rc == 0
     assert "would build NCCL" in text
 
@@ -366,16 +366,16 @@ def test_role_check_uses_the_engine_environment(built, base_vars, engine_site, i
     site, wheel_lib = engine_site
     vars_ = dict(base_vars, nccl_check_python=sys.executable,
                  nccl_check_environment={"PYTHONPATH": site})
-    rc, text, _ = run_playbook(vars_, "--tags", "nccl_configure")
+    rc, text, _seconds = run_playbook(vars_, "--tags", "nccl_configure")
     assert rc == 0 and recap(text)["changed"] == 0
     assert "%s is mapped into the engine process but nothing binds to it" % wheel_lib in text
     # the engine's own LD_PRELOAD goes after the build: mapped, but nothing binds to it
     vars_["nccl_check_environment"] = {"PYTHONPATH": site, "LD_PRELOAD": impostor}
-    rc, text, _ = run_playbook(vars_, "--tags", "nccl_configure")
+    rc, text, _seconds = run_playbook(vars_, "--tags", "nccl_configure")
     assert rc == 0
     assert "%s is mapped into the engine process but nothing binds to it" % impostor in text
     # an engine environment that pins another NCCL for pynccl fails the play
     vars_["nccl_check_environment"] = {"PYTHONPATH": site, "VLLM_NCCL_SO_PATH": impostor}
-    rc, text, _ = run_playbook(vars_, "--tags", "nccl_configure")
+    rc, text, _seconds = run_playbook(vars_, "--tags", "nccl_configure")
     assert rc != 0
     assert "the engine would load %s (via VLLM_NCCL_SO_PATH)" % impostor in text

@@ -44,7 +44,7 @@ def result(tmp_path_factory):
     found = local_ipv4()
     if not found:
         pytest.skip("no non-loopback IPv4 on this machine")
-    ip, _ = found
+    ip, _iface = found
     link = COLLECTIONS / "ansible_collections" / "llmfleet" / "cluster"
     if not link.is_symlink():
         link.parent.mkdir(parents=True, exist_ok=True)

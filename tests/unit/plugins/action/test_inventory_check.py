@@ -65,7 +65,7 @@ def test_fixture_table_is_complete():
 @pytest.mark.parametrize("case", CASES)
 def test_fixture_inventories(case):
     want = expected(case)
-    _, hostvars, groups = load(FIXTURES / case / "hosts.yml")
+    _loader, hostvars, groups = load(FIXTURES / case / "hosts.yml")
     values = extract_hostvars(hostvars, groups["all"])
     report = check_inventory(values, groups, profiles=load_profiles(str(PROFILES_DIR)),
                              profiles_location=str(PROFILES_DIR))
@@ -86,11 +86,11 @@ def test_extract_hostvars_templates_and_keeps_only_checked_vars(tmp_path):
             "n1": {"llmfleet_fabric_ip": "{{ '10.0.0.' ~ 11 }}", "llmfleet_gpus_per_node": 2},
             "n2": {"llmfleet_fabric_ip": "{{ ansible_facts.eth1.ipv4.address }}", "ray_node_version": "2.49"},
         }}}))
-    _, hostvars, groups = load(tmp_path / "hosts.yml")
+    _loader, hostvars, groups = load(tmp_path / "hosts.yml")
     values = extract_hostvars(hostvars, ["n1", "n2"])
     assert values["n1"] == {"llmfleet_release": "vllm-0.11.0", "llmfleet_fabric_ip": "10.0.0.11",
                             "llmfleet_gpus_per_node": 2}
-    assert type(values["n1"]["llmfleet_release"]) is str
+    assert isinstance(values["n1"]["llmfleet_release"], str)
     unevaluated = values["n2"]["llmfleet_fabric_ip"]
     assert isinstance(unevaluated, Unevaluated)
     assert unevaluated.raw == "{{ ansible_facts.eth1.ipv4.address }}"

@@ -97,7 +97,7 @@ def test_parse_query_empty_or_no_gpu(text):
 
 
 def test_parse_query_na_compute_cap():
-    gpus, _ = gpu.parse_query_gpu('0, NVIDIA Mystery, [N/A], 999.1, 1024, [N/A]\n')
+    gpus, _malformed = gpu.parse_query_gpu('0, NVIDIA Mystery, [N/A], 999.1, 1024, [N/A]\n')
     assert gpus[0]['compute_cap'] is None and gpus[0]['arch'] is None and gpus[0]['uuid'] is None
     assert gpu.gpu_arch(gpus) is None
 
@@ -148,14 +148,14 @@ def test_is_no_devices(name, expected):
      {'gpu_count': 0, 'gpu_arch': None, 'driver_version': None, 'cuda_version': None}),
 ])
 def test_summarize(query, header, expected):
-    gpus, _ = gpu.parse_query_gpu(fixture(query) if query else '')
+    gpus, _malformed = gpu.parse_query_gpu(fixture(query) if query else '')
     result = gpu.summarize(gpus, fixture(header) if header else None)
     assert result['gpus'] == gpus
     assert {k: result[k] for k in expected} == expected
 
 
 def test_summarize_driver_from_header_when_gpus_disagree():
-    gpus, _ = gpu.parse_query_gpu(
+    gpus, _malformed = gpu.parse_query_gpu(
         '0, NVIDIA H100 80GB HBM3, 9.0, 550.54.15, 81559, GPU-a\n'
         '1, NVIDIA H100 80GB HBM3, 9.0, 550.54.14, 81559, GPU-b\n')
     assert gpu.summarize(gpus, fixture('h100_smi.txt'))['driver_version'] == '550.54.15'

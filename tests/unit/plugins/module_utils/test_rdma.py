@@ -150,7 +150,7 @@ def test_summaries_deduplicate_and_keep_order():
         'mlx5_9 port 1 ==> enp9 (Down)',
         'mlx5_1 port 2 ==> enp3 (Up)',
     ])
-    devices, _ = rdma.parse_ibdev2netdev(text)
+    devices, _malformed = rdma.parse_ibdev2netdev(text)
     assert rdma.rdma_up_netdevs(devices) == ['enp2', 'enp1', 'enp3']
     assert rdma.nccl_ib_hca(devices) == 'mlx5_1,mlx5_0'
 
@@ -277,7 +277,7 @@ def test_collect_sysfs_other_root():
 
 
 def test_merge_sysfs_fills_unknowns_only():
-    devices, _ = rdma.parse_ibdev2netdev(fixture('spark_one_cable.txt'))
+    devices, _malformed = rdma.parse_ibdev2netdev(fixture('spark_one_cable.txt'))
     listdir, read_text = rdma.fs_from_mapping(SPARK_SYSFS)
     merged = rdma.merge_sysfs(devices, rdma.collect_sysfs(listdir, read_text))
     by_dev = {d['ibdev']: d for d in merged}
@@ -324,7 +324,7 @@ def test_parse_ip_addr_json_odd_entries():
 
 
 def test_annotate_addresses():
-    devices, _ = rdma.parse_ibdev2netdev(fixture('spark_one_cable.txt'))
+    devices, _malformed = rdma.parse_ibdev2netdev(fixture('spark_one_cable.txt'))
     out = rdma.annotate_addresses(devices, rdma.parse_ip_addr_json(fixture('ip_addr_spark.json')))
     got = {d['netdev']: (d['ipv4'], d['mtu']) for d in out}
     assert got == {

@@ -107,8 +107,8 @@ def test_no_gpu_is_success(monkeypatch, smi_path, query, error, n_warnings):
 
 
 def test_malformed_rows_warn(monkeypatch):
-    out, _, warnings = run(monkeypatch, {}, SMI, (0, fixture('malformed_query.csv'), ''),
-                           (0, fixture('gb10_smi.txt'), ''))
+    out, _calls, warnings = run(monkeypatch, {}, SMI, (0, fixture('malformed_query.csv'), ''),
+                                (0, fixture('gb10_smi.txt'), ''))
     assert out.result['gpu_count'] == 1
     assert out.result['gpu_arch'] == 'sm_121'
     assert warnings == [
@@ -118,7 +118,7 @@ def test_malformed_rows_warn(monkeypatch):
 
 
 def test_header_failure_leaves_cuda_unknown(monkeypatch):
-    out, _, _ = run(monkeypatch, {}, SMI, (0, fixture('gb10_query.csv'), ''), (1, '', 'boom'))
+    out, _calls, _warnings = run(monkeypatch, {}, SMI, (0, fixture('gb10_query.csv'), ''), (1, '', 'boom'))
     assert out.result['gpu_count'] == 1
     assert out.result['cuda_version'] is None
     assert out.result['driver_version'] == '580.95.05'
@@ -145,8 +145,8 @@ def test_explicit_path_missing(monkeypatch, tmp_path):
 
 def test_check_mode(monkeypatch):
     args = {'_ansible_check_mode': True}
-    out, calls, _ = run(monkeypatch, args, SMI, (0, fixture('gb10_query.csv'), ''),
-                        (0, fixture('gb10_smi.txt'), ''))
+    out, calls, _warnings = run(monkeypatch, args, SMI, (0, fixture('gb10_query.csv'), ''),
+                                (0, fixture('gb10_smi.txt'), ''))
     assert out.result['changed'] is False
     assert out.result['gpu_arch'] == 'sm_121'
     assert calls == [QUERY, [SMI]]

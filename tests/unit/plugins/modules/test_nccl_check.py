@@ -56,10 +56,14 @@ def run(monkeypatch, args, probe, cuobjdump_out=None):
             return 0, "0 libs found in cache `/etc/ld.so.cache'\n", ""
         return cuobjdump_out
 
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json",
-                        lambda self, **kw: (_ for _ in ()).throw(ModuleExit(kw, False)))
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json",
-                        lambda self, **kw: (_ for _ in ()).throw(ModuleExit(kw, True)))
+    def exit_json(self, **kw):
+        raise ModuleExit(kw, False)
+
+    def fail_json(self, **kw):
+        raise ModuleExit(kw, True)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: warnings.append(msg))
     monkeypatch.setattr(nccl_check, "run_probe", fake_probe)
@@ -162,7 +166,7 @@ def test_load_name_and_env(monkeypatch, libs, tmp_path):
     args = {"env_files": [str(env_file)],
             "engine_env": {"VLLM_NCCL_SO_PATH": libs["link"], "LD_PRELOAD": None},
             "python": "/opt/venv/bin/python"}
-    exit_, calls, _ = run(monkeypatch, args, probe(libs["link"], 22907, [libs["built"]]))
+    exit_, calls, _warnings = run(monkeypatch, args, probe(libs["link"], 22907, [libs["built"]]))
     python, load_name, env = calls[0]
     assert (python, load_name) == ("/opt/venv/bin/python", libs["link"])
     assert "LD_PRELOAD" not in env and env["VLLM_NCCL_SO_PATH"] == libs["link"]
@@ -174,7 +178,7 @@ def test_load_name_and_env(monkeypatch, libs, tmp_path):
     ("vllm", "libnccl.so.2"), ("sglang", "SO"), ("none", "libnccl.so.2")])
 def test_engine_variable(monkeypatch, libs, engine, load_name):
     args = {"engine": engine, "engine_env": {"SGLANG_NCCL_SO_PATH": libs["link"]}}
-    _exit, calls, _ = run(monkeypatch, args, probe(libs["link"], 22907, [libs["built"]]))
+    _exit, calls, _warnings = run(monkeypatch, args, probe(libs["link"], 22907, [libs["built"]]))
     assert calls[0][1] == (libs["link"] if load_name == "SO" else load_name)
 
 
@@ -196,7 +200,7 @@ def test_wheel_not_loaded_is_a_warning(monkeypatch, libs):
     args = {"engine_env": {"VLLM_NCCL_SO_PATH": libs["link"]}, "expected_path": libs["link"],
             "import_torch": False}
     exit_, _calls, warnings = run(monkeypatch, args, probe(libs["link"], 22907, [libs["built"]],
-                                                          sys_path=[libs["site"]]))
+                                                           sys_path=[libs["site"]]))
     assert not exit_.failed
     assert exit_.result["bound_path"] is None
     assert any(libs["wheel"] in w for w in warnings)

@@ -174,9 +174,9 @@ def test_rdma_info(monkeypatch, tmp_path, case):
 
 def test_spark_entries_are_enriched(monkeypatch, tmp_path):
     make_tree(tmp_path, SPARK_SYSFS)
-    out, _, _ = run(monkeypatch, {'sysfs_root': str(tmp_path)}, BOTH,
-                    {'ibdev2netdev': (0, fixture('spark_one_cable.txt'), ''),
-                     'ip': (0, fixture('ip_addr_spark.json'), '')})
+    out, _calls, _warnings = run(monkeypatch, {'sysfs_root': str(tmp_path)}, BOTH,
+                                 {'ibdev2netdev': (0, fixture('spark_one_cable.txt'), ''),
+                                  'ip': (0, fixture('ip_addr_spark.json'), '')})
     devices = {d['netdev']: d for d in out.result['rdma_devices']}
     assert devices['enp1s0f1np1'] == {
         'ibdev': 'rocep1s0f1', 'port': 1, 'netdev': 'enp1s0f1np1', 'state': 'Up',
@@ -199,8 +199,8 @@ def test_mtu_falls_back_to_sysfs(monkeypatch, tmp_path, ip_bins, ip_result):
     commands = {'ibdev2netdev': (0, fixture('spark_two_ports_up.txt'), '')}
     if ip_result:
         commands['ip'] = ip_result
-    out, _, warnings = run(monkeypatch, {'sysfs_root': str(tmp_path)},
-                           dict(ip_bins, ibdev2netdev=TOOL), commands)
+    out, _calls, warnings = run(monkeypatch, {'sysfs_root': str(tmp_path)},
+                                dict(ip_bins, ibdev2netdev=TOOL), commands)
     assert [(d['netdev'], d['mtu'], d['ipv4']) for d in out.result['rdma_devices']] == [
         ('enp1s0f1np1', 9000, None), ('enP2p1s0f1np1', 9000, None)]
     assert warnings == []
@@ -208,15 +208,15 @@ def test_mtu_falls_back_to_sysfs(monkeypatch, tmp_path, ip_bins, ip_result):
 
 def test_mtu_unknown_everywhere(monkeypatch, tmp_path):
     make_tree(tmp_path, THOR_SYSFS)   # no class/net/bond0
-    out, _, _ = run(monkeypatch, {'sysfs_root': str(tmp_path)}, {'ibdev2netdev': TOOL},
-                    {'ibdev2netdev': (0, fixture('bond.txt'), '')})
+    out, _calls, _warnings = run(monkeypatch, {'sysfs_root': str(tmp_path)}, {'ibdev2netdev': TOOL},
+                                 {'ibdev2netdev': (0, fixture('bond.txt'), '')})
     (dev,) = out.result['rdma_devices']
     assert dev['mtu'] is None and dev['ipv4'] is None and dev['link_layer'] is None
 
 
 def test_malformed_lines_are_returned_and_warned(monkeypatch, tmp_path):
-    out, _, warnings = run(monkeypatch, {'sysfs_root': str(tmp_path)}, {'ibdev2netdev': TOOL},
-                           {'ibdev2netdev': (0, fixture('malformed.txt'), '')})
+    out, _calls, warnings = run(monkeypatch, {'sysfs_root': str(tmp_path)}, {'ibdev2netdev': TOOL},
+                                {'ibdev2netdev': (0, fixture('malformed.txt'), '')})
     assert [u['line_number'] for u in out.result['unparsed_lines']] == [2, 3, 4]
     assert warnings[1] == 'ibdev2netdev line 3 not understood: mlx4_0 port 1 <===> ib0'
 
@@ -253,9 +253,9 @@ def test_check_mode_same_result(monkeypatch, tmp_path):
     make_tree(tmp_path, SPARK_SYSFS)
     commands = {'ibdev2netdev': (0, fixture('spark_one_cable.txt'), ''),
                 'ip': (0, fixture('ip_addr_spark.json'), '')}
-    normal, _, _ = run(monkeypatch, {'sysfs_root': str(tmp_path)}, BOTH, commands)
-    checked, _, _ = run(monkeypatch, {'sysfs_root': str(tmp_path), '_ansible_check_mode': True},
-                        BOTH, commands)
+    normal, _calls, _warnings = run(monkeypatch, {'sysfs_root': str(tmp_path)}, BOTH, commands)
+    checked, _calls, _warnings = run(monkeypatch, {'sysfs_root': str(tmp_path), '_ansible_check_mode': True},
+                                     BOTH, commands)
     assert checked.result == normal.result
     assert checked.result['changed'] is False
 
