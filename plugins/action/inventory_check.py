@@ -19,6 +19,7 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks import (
     ENGINES,
     KNOWN_GPU_ARCHS,
@@ -38,20 +39,8 @@ DEFAULT_PROFILES_DIR = os.path.join(COLLECTION_ROOT, "profiles")
 
 
 def _plain(value: t.Any) -> t.Any:
-    """Strip Ansible's tagged/lazy container types down to plain Python data."""
-    if isinstance(value, t.Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    return to_native(value)
+    """Plain Python data from hostvars (anything unusual becomes its native string)."""
+    return plain(value, to_native)
 
 
 def extract_hostvars(hostvars: t.Any, hosts: t.Iterable[str]) -> dict[str, dict[str, t.Any]]:

@@ -9,6 +9,7 @@ import os
 import yaml
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
 from ansible_collections.llmfleet.cluster.plugins.module_utils import flagcheck as _flagcheck
 from ansible_collections.llmfleet.cluster.plugins.module_utils import memfit as _memfit
 from ansible_collections.llmfleet.cluster.plugins.module_utils import planner as _planner
@@ -18,21 +19,7 @@ PROFILES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.p
 _CACHE = {}
 
 
-def _plain(value):
-    """Ansible hands in lazy/tagged containers; turn them into plain Python for module_utils."""
-    if isinstance(value, dict):
-        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    return value
+_plain = plain  # Ansible hands in lazy/tagged containers; module_utils want plain Python
 
 
 def load_shipped(profiles_dir=PROFILES_DIR):
