@@ -227,6 +227,17 @@ def container_state(c: str) -> dict | None:
     return json.loads(r.stdout)[0]
 
 
+def is_alive(st: dict) -> bool:
+    """Running by podman's record *and* by the kernel's.
+
+    When a session or CI machine is stopped, its processes are killed but podman's database
+    still says "running" (seen: `Up 2 hours`, then `exec failed: cannot exec in a stopped
+    container`). Such a container is a corpse: only `rm -f` and a fresh run bring it back.
+    """
+    pid = st["State"].get("Pid") or 0
+    return bool(st["State"]["Running"]) and pid > 0 and Path(f"/proc/{pid}").exists()
+
+
 def iface_of(container: str, ip: str) -> str:
     out = sh("podman", "exec", container, "ip", "-j", "-4", "addr", "show", capture=True).stdout
     for link in json.loads(out):
@@ -240,7 +251,7 @@ def wait_booted(container: str, timeout: float = 120) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         st = container_state(container)
-        if not st or not st["State"]["Running"]:
+        if not st or not is_alive(st):
             logs = sh("podman", "logs", "--tail", "20", container, check=False, capture=True)
             raise SystemExit(f"{container}: exited during boot:\n{logs.stdout}{logs.stderr}")
         r = sh("podman", "exec", container, "systemctl", "is-system-running", check=False, capture=True)
@@ -270,6 +281,10 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
         if st and st["Config"]["Labels"].get("llmfleet.config") != config:
             log(f"{c}: recipe changed, recreating")
             sh("podman", "rm", "-f", "-t", "5", c, capture=True)
+            st = None
+        elif st and st["State"]["Running"] and not is_alive(st):
+            log(f"{c}: podman says running but its process {st['State'].get('Pid')} is gone; recreating")
+            sh("podman", "rm", "-f", "-t", "0", c, check=False, capture=True)
             st = None
         if st is None:
             sh("podman", "run", "-d", "--name", c, "--hostname", n["name"],

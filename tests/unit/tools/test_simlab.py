@@ -2,6 +2,7 @@
 import importlib.util
 import os
 
+import pytest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -31,3 +32,14 @@ def test_layout_scales_and_keeps_one_head():
 def test_lab_names_get_disjoint_subnets():
     assert simlab.subnets("sim") != simlab.subnets("scale")
     assert simlab.subnets("sim")[0] != simlab.subnets("sim")[1]
+
+
+@pytest.mark.parametrize("state,alive", [
+    ({"Running": True, "Pid": os.getpid()}, True),
+    # podman's record after the machine's processes were killed (seen in CI): running, pid gone
+    ({"Running": True, "Pid": 2**22 + 12345}, False),
+    ({"Running": False, "Pid": 0}, False),
+    ({"Running": True, "Pid": 0}, False),
+])
+def test_is_alive_needs_a_live_process(state, alive):
+    assert simlab.is_alive({"State": state}) is alive
