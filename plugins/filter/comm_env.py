@@ -86,6 +86,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils.nccl import parse_env_file
 from ansible_collections.llmfleet.cluster.plugins.module_utils.comm_env import (
     CommEnvError,
     cluster_transport,
@@ -118,10 +119,16 @@ def env_file(env, header=None):
         raise AnsibleFilterError('env_file: %s' % exc) from exc
 
 
+def parse_env_file_filter(text):
+    """KEY=VALUE text (an EnvironmentFile) -> dict, as systemd reads it (no expansion)."""
+    return parse_env_file(str(text))
+
+
 class FilterModule:
     def filters(self):
         return {
             'comm_env': comm_env,
             'cluster_transport': cluster_transport_filter,
             'env_file': env_file,
+            'parse_env_file': parse_env_file_filter,
         }

@@ -27,3 +27,42 @@ def wait_for(predicate, timeout, step=3):
             pass
         time.sleep(step)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+# ----------------------------------------------------------------------------- playbook runs
+import os  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+
+ROOT = os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SIM_INVENTORY = os.path.join(ROOT, "inventories", "sim")
+
+
+def run_playbook(playbook, *args, extra_vars=None, timeout=900):
+    """ansible-playbook <playbook> on the sim, from the controller. -> (rc, output, seconds)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
+    cmd = [os.path.join(os.path.dirname(os.path.realpath(__import__("sys").executable)), "ansible-playbook"),
+           "-i", SIM_INVENTORY, os.path.join(ROOT, playbook), *args]
+    if extra_vars:
+        cmd += ["-e", json.dumps(extra_vars)]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout, check=False)
+    seconds = time.monotonic() - t0
+    print(f"\n$ {' '.join(cmd)}  -> rc={proc.returncode} in {seconds:.0f}s\n{proc.stdout[-3000:]}")
+    return proc.returncode, proc.stdout, seconds
+
+
+def recap(text):
+    """{host: {ok, changed, failed, ...}} from a PLAY RECAP."""
+    out = {}
+    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", text, re.M):
+        out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+    return out
+
+
+def unit_started_at(host, unit):
+    """ActiveEnterTimestampMonotonic of a unit: changes exactly when it (re)starts."""
+    return host.check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {unit}")

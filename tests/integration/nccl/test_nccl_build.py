@@ -145,7 +145,20 @@ def base_vars(tarball, workdir):
         "nccl_build_nice": 19,
         "nccl_build_poll_interval": 20,
         "nccl_build_packages": [],
+        # the units' env files, here in the temp dir: nccl.env must put the build's library
+        # paths in front of what engine.env already had (the units load nccl.env last)
+        "nccl_env_file": str(workdir / "etc" / "nccl.env"),
+        "nccl_engine_env_files": [str(workdir / "etc" / "comm.env"), str(engine_env_file(workdir))],
     }
+
+
+def engine_env_file(workdir):
+    """A release's engine.env as python_env writes it (CUDA paths of a GB10 node)."""
+    path = workdir / "etc" / "engine.env"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# engine.env\nLD_LIBRARY_PATH=/usr/local/cuda/lib64\nTRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas\n")
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +175,7 @@ def built(base_vars):
               % (NCCL_VERSION, ARCH, "full" if FULL else "subset ONLY_FUNCS=%r" % SUBSET,
                  stamp["objects"], stamp["build_seconds"], stamp["cpu_seconds"], seconds),
               flush=True)
-    return dict(rc=rc, text=text, seconds=seconds, prefix=prefix, stamp=stamp)
+    return dict(rc=rc, text=text, seconds=seconds, prefix=prefix, stamp=stamp, vars=base_vars)
 
 
 @pytest.fixture(scope="session")
@@ -240,8 +253,9 @@ def test_first_converge_builds(built):
     assert (built["prefix"] / "include" / "nccl.h").is_file()
     # progress was reported while the async build ran (it takes minutes)
     assert re.search(r"objects compiled, \d+ s elapsed", built["text"])
-    env_file = (built["prefix"] / "nccl.env").read_text()
-    for key, value in engine_env(built).items():
+    env_file = (Path(built["vars"]["nccl_env_file"])).read_text()
+    expected = dict(engine_env(built), LD_LIBRARY_PATH="%s/lib:/usr/local/cuda/lib64" % built["prefix"])
+    for key, value in expected.items():
         assert "%s=%s\n" % (key, value) in env_file
 
 

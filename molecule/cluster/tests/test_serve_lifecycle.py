@@ -1,0 +1,131 @@
+"""Serve lifecycle on the sim (issue 7): restart on change, no-op otherwise, drain of an in-flight
+stream, self-recovery after a killed rank, fail-fast on a load that dies, API key enforcement.
+Each test leaves tiny-llama served with the inventory's settings (no API key)."""
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import testinfra
+
+from conftest import FABRIC_IP, recap, run_playbook, unit_started_at, wait_for
+
+UNIT = "llmfleet-serve-tiny-llama"
+ENV_DIR = "/etc/llmfleet"
+API = f"http://{FABRIC_IP['spark1']}:8000"
+
+
+def node(name):
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}")
+
+
+def starts():
+    return {h: unit_started_at(node(h), UNIT) for h in ("spark1", "spark2")}
+
+
+def chat(max_tokens=8, key=None, stream=False, timeout=120):
+    body = json.dumps({"model": "tiny-llama", "max_tokens": max_tokens, "stream": stream,
+                       "messages": [{"role": "user", "content": "hello"}]}).encode()
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    req = urllib.request.Request(f"{API}/v1/chat/completions", data=body, headers=headers)
+    return urllib.request.urlopen(req, timeout=timeout)
+
+
+def healthy():
+    return urllib.request.urlopen(f"{API}/health", timeout=5).status == 200
+
+
+def variant(name, **fields):
+    return {"llmfleet_serve_profile": name,
+            "llmfleet_serve_profiles_extra": {name: dict({"extends": "sim-tiny-llama"}, **fields)}}
+
+
+def test_api_key_enforced_and_an_unchanged_run_is_a_noop(monkeypatch):
+    key = "sim-test-key-0123456789"
+    monkeypatch.setenv("LLMFLEET_API_KEY", key)
+    before = starts()
+    rc, out, _ = run_playbook("playbooks/serve.yml")
+    assert rc == 0 and recap(out)["spark1"]["changed"] >= 1
+    assert key not in out  # never logged
+    after = starts()
+    assert all(after[h] != before[h] for h in after), "a new secret restarts every rank"
+    try:
+        chat()
+        raise AssertionError("a request without the key was served")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 401
+    assert json.loads(chat(key=key).read())["usage"]["completion_tokens"] == 8
+    # the env file holding the key is 0600 root
+    env_file = node("spark1").file(f"{ENV_DIR}/{UNIT}.env")
+    assert env_file.mode == 0o600 and env_file.user == "root" and f"VLLM_API_KEY={key}" in env_file.content_string
+    rc, out, _ = run_playbook("playbooks/serve.yml")
+    assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())
+    assert starts() == after
+
+
+def test_a_changed_flag_restarts_every_rank():
+    before = starts()
+    rc, out, _ = run_playbook("playbooks/serve.yml", extra_vars=variant("sim-tiny-llama-seqs3", args={"--max-num-seqs": 3}))
+    assert rc == 0
+    assert recap(out)["spark1"]["changed"] >= 1 and recap(out)["spark2"]["changed"] >= 1
+    after = starts()
+    assert all(after[h] != before[h] for h in after)
+    assert "--max-num-seqs 3" in node("spark2").check_output(f"systemctl show -P ExecStart {UNIT}")
+
+
+def test_stop_waits_for_an_inflight_stream():
+    """Back to the inventory's profile (a restart) while a stream runs: the stream finishes first."""
+    received, done = [], {}
+
+    def consume():
+        with chat(max_tokens=300, stream=True, timeout=300) as resp:
+            for raw in resp:
+                line = raw.decode().strip()
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    received.append(json.loads(line[6:]))
+                elif line == "data: [DONE]":
+                    done["at"] = time.monotonic()
+
+    t = threading.Thread(target=consume)
+    t.start()
+    wait_for(lambda: len(received) > 0, 120, step=0.2)
+    before = starts()
+    rc, out, _ = run_playbook("playbooks/serve.yml")
+    t.join(timeout=300)
+    assert rc == 0
+    assert "at" in done, "the stream was cut by the restart"
+    finish = [c["choices"][0].get("finish_reason") for c in received if c.get("choices")]
+    assert finish[-1] == "length"
+    stopped_at = int(node("spark1").check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {UNIT}"))
+    assert starts() != before and stopped_at > 0
+    assert "--max-num-seqs 4" in node("spark2").check_output(f"systemctl show -P ExecStart {UNIT}")
+
+
+def test_killed_engine_on_spark2_recovers_by_itself():
+    spark2 = node("spark2")
+    pid = spark2.check_output(f"systemctl show -P MainPID {UNIT}")
+    assert int(pid) > 0
+    t0 = time.monotonic()
+    spark2.run_expect([0], f"kill -9 {pid}")
+    wait_for(lambda: not healthy() or spark2.check_output(f"systemctl show -P MainPID {UNIT}") != pid, 60, step=1)
+    seconds = wait_for(lambda: healthy() and json.loads(chat().read())["usage"]["completion_tokens"] == 8, 300, step=3)
+    print(f"\nspark2 engine killed: serving again after {time.monotonic() - t0:.0f}s (bound 300s)")
+    assert seconds < 300
+
+
+def test_a_process_dying_during_load_fails_fast_with_its_log():
+    # vLLM refuses a context longer than the model's (2048) at start: the rank exits during load
+    rc, out, seconds = run_playbook("playbooks/serve.yml",
+                                    extra_vars=variant("sim-tiny-llama-toolong", args={"--max-model-len": 100000}))
+    assert rc != 0
+    assert "died while loading" in out
+    assert "max_model_len" in out or "max-model-len" in out  # the journal's last lines came along
+    assert seconds < 400, "a dead engine must not wait for the 30 min health timeout"
+    rc, out, _ = run_playbook("playbooks/serve.yml")
+    assert rc == 0
+    assert json.loads(chat().read())["usage"]["completion_tokens"] == 8

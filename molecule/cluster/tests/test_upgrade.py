@@ -1,0 +1,105 @@
+"""Source patches on the real installed vLLM, and fleet upgrades with rollback (issues 4 and 10).
+
+Release names: A is the inventory's (llmfleet_release), B a second release staged from the same
+wheelhouse, C one whose staged venv gets a patch that makes `vllm serve` raise (a release that
+installs fine and then cannot serve). The last test upgrades back to A, so the lab ends as the
+inventory declares it."""
+import json
+import os
+
+import testinfra
+import yaml
+
+from conftest import ROOT, recap, run_playbook
+
+UNIT = "llmfleet-serve-tiny-llama"
+PATCHES = os.path.join(ROOT, "molecule", "cluster", "patches")
+RELEASE_A = yaml.safe_load(open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml")))["llmfleet_release"]
+RELEASE_B = RELEASE_A + "-b"
+RELEASE_C = RELEASE_A + "-broken"
+HOSTS = ("spark1", "spark2", "thor1", "thor2")
+
+
+def node(name):
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}")
+
+
+def current(name):
+    return os.path.basename(node(name).check_output("readlink /opt/llmfleet/venvs/current"))
+
+
+def site_file(name, release, rel):
+    return node(name).check_output(
+        f"ls /opt/llmfleet/venvs/{release}/lib/python3*/site-packages/{rel}")
+
+
+def completion_tokens():
+    import urllib.request
+    body = json.dumps({"model": "tiny-llama", "max_tokens": 8,
+                       "messages": [{"role": "user", "content": "hello"}]}).encode()
+    req = urllib.request.Request("http://10.231.1.11:8000/v1/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    return json.loads(urllib.request.urlopen(req, timeout=120).read())["usage"]["completion_tokens"]
+
+
+# ------------------------------------------------------------------ engine_patches (issue 4)
+def test_patch_applies_reverts_and_reapplies_on_the_installed_vllm():
+    extra = {"engine_patches_dir": PATCHES, "engine_patches_enabled": ["sim-version-marker"]}
+    path = site_file("spark1", RELEASE_A, "vllm/version.py")
+    original = {h: node(h).check_output(f"sha256sum {path}").split()[0] for h in ("spark1", "thor1")}
+    try:
+        rc, out, _ = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
+        assert rc == 0
+        assert recap(out)["spark1"]["changed"] >= 1 and recap(out)["thor1"]["changed"] == 0
+        assert "llmfleet-patch: sim-version-marker" in node("spark1").file(path).content_string
+        # archs: [sm_121] — the Thor's copy is untouched
+        assert node("thor1").check_output(f"sha256sum {path}").split()[0] == original["thor1"]
+        rc, out, _ = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
+        assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())
+        rc, out, _ = run_playbook("playbooks/engine_patches.yml", extra_vars=dict(extra, engine_patches_state="absent"))
+        assert rc == 0 and recap(out)["spark1"]["changed"] >= 1
+        assert node("spark1").check_output(f"sha256sum {path}").split()[0] == original["spark1"]
+        rc, out, _ = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
+        assert rc == 0 and "llmfleet-patch: sim-version-marker" in node("spark1").file(path).content_string
+    finally:
+        run_playbook("playbooks/engine_patches.yml", extra_vars=dict(extra, engine_patches_state="absent"))
+    assert node("spark1").check_output(f"sha256sum {path}").split()[0] == original["spark1"]
+
+
+# ------------------------------------------------------------------ upgrade (issue 10)
+def test_upgrade_to_a_broken_release_rolls_every_node_back():
+    extra = {"llmfleet_release": RELEASE_C, "engine_patches_dir": PATCHES,
+             "engine_patches_enabled": ["sim-broken-serve"]}
+    rc, out, _ = run_playbook("playbooks/upgrade.yml", extra_vars=extra, timeout=1800)
+    assert rc != 0
+    assert f"to {RELEASE_C} FAILED" in out and f"ROLLED BACK every node to {RELEASE_A}" in out
+    assert "broken on purpose" in out  # the engine's own error reached the operator
+    assert {h: current(h) for h in HOSTS} == {h: RELEASE_A for h in HOSTS}
+    assert completion_tokens() == 8
+    # the broken release stays staged beside A for inspection; A's files were never patched
+    assert "sim-broken-serve" in node("spark1").file(site_file("spark1", RELEASE_C, "vllm/entrypoints/cli/serve.py")).content_string
+    assert "sim-broken-serve" not in node("spark1").file(site_file("spark1", RELEASE_A, "vllm/entrypoints/cli/serve.py")).content_string
+
+
+def test_upgrade_a_to_b_serves_after_and_reports_downtime():
+    rc, out, _ = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_B}, timeout=1800)
+    assert rc == 0
+    assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
+    assert completion_tokens() == 8
+    report = json.load(open(os.path.join(ROOT, "reports", "upgrade-default.json")))
+    assert report["from"] == RELEASE_A and report["to"] == RELEASE_B
+    assert 0 < report["downtime_s"] < 600
+    print(f"\nupgrade {RELEASE_A} -> {RELEASE_B}: serving downtime {report['downtime_s']} s")
+    assert f"serving downtime {report['downtime_s']} s" in out
+    assert node("spark1").check_output(f"systemctl show -P ExecStart {UNIT}").count("/opt/llmfleet/venvs/current") == 1
+
+
+def test_upgrade_back_to_the_inventory_release_then_site_is_a_noop():
+    rc, out, _ = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_A}, timeout=1800)
+    assert rc == 0
+    assert {h: current(h) for h in HOSTS} == {h: RELEASE_A for h in HOSTS}
+    # nothing to do now: the play ends before staging, nothing changes
+    rc, out, _ = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_A})
+    assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())
+    assert completion_tokens() == 8
