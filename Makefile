@@ -16,7 +16,7 @@ COLL_LINK := $(ROOT)/.build/collections/ansible_collections/llmfleet/cluster
 REQ_STAMP := $(VENV)/.req-$(shell sha256sum requirements-dev.txt | cut -c1-12)
 
 .PHONY: help demo test deps venv link image lab-up lab-down unit sanity lint build molecule clean \
-	integration-preflight integration-nccl integration-nccl-full
+	integration-controller integration-nccl integration-nccl-full
 
 help:
 	@echo "make demo   - bring up the simulated lab and run site.yml on it (all set-up included)"
@@ -71,8 +71,9 @@ molecule: molecule-default molecule-fabric molecule-cluster
 molecule-%: venv link lab-up
 	$(BIN)/molecule test -s $*
 
-integration-preflight: venv link
-	$(BIN)/pytest -q tests/integration/preflight
+# Controller-side integration: bad inventories (no host contacted), upgrade batching.
+integration-controller: venv link
+	$(BIN)/pytest -q tests/integration/preflight tests/integration/upgrade
 
 # A real NCCL compile (a subset of its kernels) with CUDA 13.0 nvcc; the full build is opt-in.
 integration-nccl: venv link

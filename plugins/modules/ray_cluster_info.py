@@ -114,6 +114,11 @@ unexpected_ips:
   type: list
   elements: str
   returned: always
+audit_vars:
+  description: The variables the audit compared (the union over O(audit_env)).
+  type: list
+  elements: str
+  returned: always
 env_drift:
   description: Audit differences, C({host, ip, var, expected, actual}).
   type: list
@@ -166,6 +171,7 @@ def main():
         missing=ray_state.missing_hosts(p['expected'], nodes),
         unexpected_ips=ray_state.unexpected_ips(p['expected'], nodes),
         env_drift=ray_state.env_drift(p['audit_env'], state.get('env'), ip_to_host) if p['audit_env'] else [],
+        audit_vars=audit_vars,
     )
     problems = []
     if result['missing']:

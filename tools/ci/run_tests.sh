@@ -3,7 +3,7 @@
 # steps. A failed step does not hide the others' results, and the exit code is non-zero.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-STEPS=(unit lint build sanity integration-preflight integration-nccl molecule-default molecule-fabric molecule-cluster)
+STEPS=(unit lint build sanity integration-controller integration-nccl molecule-default molecule-fabric molecule-cluster)
 [ -n "${TEST_STEPS:-}" ] && read -r -a STEPS <<< "$TEST_STEPS"
 passed=0; failed=0; report=()
 for step in "${STEPS[@]}"; do

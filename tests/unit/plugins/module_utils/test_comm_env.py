@@ -314,7 +314,18 @@ def test_render_env_file_rejects(env, header, message):
 
 
 def test_filter_names():
-    assert set(FILTERS) == {'comm_env', 'cluster_transport', 'env_file'}
+    assert set(FILTERS) == {'comm_env', 'cluster_transport', 'env_file', 'parse_env_file'}
+
+
+@pytest.mark.parametrize('text,expected', [
+    # what nccl.env / comm.env look like, and systemd's rules: last assignment wins, no expansion
+    ('# c\nNCCL_IB_DISABLE=1\nLD_LIBRARY_PATH=/opt/n/lib:$LD_LIBRARY_PATH\n',
+     {'NCCL_IB_DISABLE': '1', 'LD_LIBRARY_PATH': '/opt/n/lib:$LD_LIBRARY_PATH'}),
+    ('export A="x y"\nA=z\n', {'A': 'z'}),
+    ('', {}),
+])
+def test_parse_env_file_filter(text, expected):
+    assert FILTERS['parse_env_file'](text) == expected
 
 
 def test_filters_work_in_a_playbook(tmp_path):
