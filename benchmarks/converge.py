@@ -1,0 +1,212 @@
+"""Fleet converge speed and scale on the simulated lab (issue #12).
+
+Two series, each on a fresh lab of its own, one lab at a time:
+
+  full   (lab `bench`, 4 nodes): full `site.yml` on fresh nodes, then the same command again
+         (the no-op re-run: must report changed=0), with the floor `ansible all -m ping` on the
+         same nodes measured in the same run (median of 3, taken right before and after the
+         no-op). Goal: no-op re-run <= 10 x the ping floor.
+  scale  (lab `scale`, 4, 8 and 16 nodes by default): for each size a fresh lab, one converge
+         with --scale-tags, then the no-op re-run with the same tags, and the ping floor.
+         Goal: 16-node no-op <= 2 x the 4-node no-op.
+         The default tag set (preflight,common,fabric) leaves out the engine venvs (~3 GB a
+         node), Ray and serving: 16 full nodes do not fit a 2-core / 24 GiB machine that other
+         labs share. The results say which tags ran.
+
+The no-op runs carry the ansible.posix.profile_tasks callback (a timestamp per task: no
+measurable cost), and their slowest tasks are written to the results.
+
+  benchmarks/converge.py [--series full,scale] [--scale-nodes 4,8,16] [--scale-tags TAGS]
+                         [--keep-lab] [--no-record]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib as bl  # noqa: E402
+
+NOOP_GOAL = 10.0
+SCALE_GOAL = 2.0
+
+
+def ping_floor(inv: Path, env: dict, logs: Path, tag: str, n: int = 3) -> list[float]:
+    times = []
+    for i in range(n):
+        secs, _rc, out = bl.timed(["ansible", "all", "-i", str(inv), "-m", "ansible.builtin.ping"],
+                                  logs / f"ping-{tag}-{i}.log", env=env)
+        if "UNREACHABLE" in out or "FAILED" in out:
+            raise SystemExit(f"ping failed, see {logs}")
+        times.append(round(secs, 2))
+    return times
+
+
+def playbook(inv: Path, env: dict, logs: Path, tag: str, tags: str | None,
+             extra_env: dict | None = None) -> dict:
+    cmd = ["ansible-playbook", "-i", str(inv), "site.yml"]
+    if tags:
+        cmd += ["--tags", tags]
+    e = dict(env, **(extra_env or {}))
+    load0 = bl.loadavg()
+    secs, _rc, out = bl.timed(cmd, logs / f"{tag}.log", env=e)
+    res = {"seconds": round(secs, 1), "recap": bl.recap_totals(out), "load_start": load0,
+           "load_end": bl.loadavg(), "command": " ".join(["ansible-playbook", "site.yml"] + cmd[4:])}
+    if extra_env and "ANSIBLE_CALLBACKS_ENABLED" in extra_env:
+        res["top_tasks_s"] = bl.profile_top(out, 15)
+    bl.log(f"{tag}: {secs:.1f}s changed={res['recap']['changed']} failed={res['recap']['failed']}")
+    if res["recap"]["failed"] or res["recap"]["unreachable"]:
+        raise SystemExit(f"{tag}: failures, see {logs / (tag + '.log')}")
+    return res
+
+
+PROFILE_ENV = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks", "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all"}
+
+
+def series_full(a, stamp: str, logs: Path) -> dict:
+    if not a.force:
+        # 4 engine venvs (~6 GB each with uv's cache), Ray on 4 nodes, vLLM CPU TP=2 (~4 GiB)
+        bl.require_room(8, 30, "full series")
+    env = bl.ansible_env(a.full_lab, stamp)
+    inv = bl.lab_up(a.full_lab, a.full_nodes)
+    try:
+        res: dict = {"lab": a.full_lab, "nodes": a.full_nodes, "tags": None}
+        res["ping_before_converge"] = ping_floor(inv, env, logs, "full-0", 1)
+        res["converge"] = playbook(inv, env, logs, "full-1-converge", None)
+        res["ping_floor_before"] = ping_floor(inv, env, logs, "full-before")
+        res["noop"] = playbook(inv, env, logs, "full-2-noop", None, PROFILE_ENV)
+        res["ping_floor_after"] = ping_floor(inv, env, logs, "full-after")
+    finally:
+        if not a.keep_lab:
+            bl.lab_down(a.full_lab)
+    floor = bl.median(res["ping_floor_before"] + res["ping_floor_after"])
+    res["ping_floor_s"] = floor
+    res["noop_over_ping"] = round(res["noop"]["seconds"] / floor, 1)
+    res["noop_changed"] = res["noop"]["recap"]["changed"]
+    res["goal"] = f"no-op <= {NOOP_GOAL} x ping floor, changed=0"
+    res["goal_met"] = res["noop_over_ping"] <= NOOP_GOAL and res["noop_changed"] == 0
+    return res
+
+
+def series_scale(a, stamp: str, logs: Path) -> dict:
+    res: dict = {"lab": a.scale_lab, "tags": a.scale_tags, "sizes": {}}
+    for n in a.scale_nodes:
+        env = bl.ansible_env(a.scale_lab, f"{stamp}-{n}")
+        inv = bl.lab_up(a.scale_lab, n)
+        try:
+            r: dict = {"nodes": n}
+            r["ping_before_converge"] = ping_floor(inv, env, logs, f"scale{n}-0", 1)
+            r["converge"] = playbook(inv, env, logs, f"scale{n}-1-converge", a.scale_tags)
+            r["ping_floor_before"] = ping_floor(inv, env, logs, f"scale{n}-before")
+            r["noop"] = playbook(inv, env, logs, f"scale{n}-2-noop", a.scale_tags, PROFILE_ENV)
+            r["ping_floor_after"] = ping_floor(inv, env, logs, f"scale{n}-after")
+        finally:
+            bl.lab_down(a.scale_lab)
+        r["ping_floor_s"] = bl.median(r["ping_floor_before"] + r["ping_floor_after"])
+        r["noop_over_ping"] = round(r["noop"]["seconds"] / r["ping_floor_s"], 1)
+        res["sizes"][str(n)] = r
+    lo, hi = str(min(a.scale_nodes)), str(max(a.scale_nodes))
+    res["ratio_max_over_min"] = round(res["sizes"][hi]["noop"]["seconds"] / res["sizes"][lo]["noop"]["seconds"], 2)
+    res["goal"] = f"{hi}-node no-op <= {SCALE_GOAL} x {lo}-node no-op"
+    res["goal_met"] = (res["ratio_max_over_min"] <= SCALE_GOAL
+                       and all(s["noop"]["recap"]["changed"] == 0 for s in res["sizes"].values()))
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    ap.add_argument("--series", default="full,scale", help="full, scale or both (default)")
+    ap.add_argument("--full-nodes", type=int, default=4)
+    ap.add_argument("--full-lab", default="bench", choices=bl.LAB_NAMES)
+    ap.add_argument("--scale-lab", default="scale", choices=bl.LAB_NAMES)
+    ap.add_argument("--scale-nodes", default="4,8,16")
+    ap.add_argument("--scale-tags", default="preflight,common,fabric",
+                    help="tags of the scale series ('' = the whole site.yml)")
+    ap.add_argument("--keep-lab", action="store_true", help="leave the full series' lab up")
+    ap.add_argument("--force", action="store_true", help="skip the free memory/disk check")
+    ap.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
+    a = ap.parse_args(argv)
+    a.scale_nodes = [int(x) for x in a.scale_nodes.split(",") if x]
+    a.scale_tags = a.scale_tags or None
+    series = [s.strip() for s in a.series.split(",") if s.strip()]
+
+    bl.stop_cleanly_on_sigterm()
+    stamp = bl.utc_stamp()
+    logs = bl.ROOT / ".cache" / "bench-logs" / f"converge-{stamp}"
+    bl.ensure_collection_link()
+    m = bl.machine()
+    data: dict = {"benchmark": "converge", "stamp": stamp, "date": bl.utc_now(), "machine": m,
+                  "load_start": bl.loadavg(), "other_containers_start": bl.other_labs(),
+                  "logs": str(logs.relative_to(bl.ROOT))}
+    rows: list[dict] = []
+    ok = True
+    if "full" in series:
+        f = data["full"] = series_full(a, stamp, logs)
+        ok &= f["goal_met"]
+        rows += [{"series": "full", "nodes": f["nodes"], "tags": "all", "step": "converge (fresh)",
+                  "seconds": f["converge"]["seconds"], "changed": f["converge"]["recap"]["changed"],
+                  "load1_start": f["converge"]["load_start"][0], "load1_end": f["converge"]["load_end"][0]},
+                 {"series": "full", "nodes": f["nodes"], "tags": "all", "step": "no-op re-run",
+                  "seconds": f["noop"]["seconds"], "changed": f["noop"]["recap"]["changed"],
+                  "load1_start": f["noop"]["load_start"][0], "load1_end": f["noop"]["load_end"][0]},
+                 {"series": "full", "nodes": f["nodes"], "tags": "-", "step": "ping floor (median of 6)",
+                  "seconds": f["ping_floor_s"]}]
+    if "scale" in series:
+        s = data["scale"] = series_scale(a, stamp, logs)
+        ok &= s["goal_met"]
+        for n, r in s["sizes"].items():
+            for step, key in (("converge (fresh)", "converge"), ("no-op re-run", "noop")):
+                rows.append({"series": "scale", "nodes": int(n), "tags": a.scale_tags or "all", "step": step,
+                             "seconds": r[key]["seconds"], "changed": r[key]["recap"]["changed"],
+                             "load1_start": r[key]["load_start"][0], "load1_end": r[key]["load_end"][0]})
+            rows.append({"series": "scale", "nodes": int(n), "tags": "-", "step": "ping floor (median of 6)",
+                         "seconds": r["ping_floor_s"]})
+    data["load_end"] = bl.loadavg()
+    data["goal_met"] = ok
+    bl.write_results("converge", stamp, data, rows)
+
+    print(f"\nconverge benchmark {data['date']} ({bl.machine_short(m)}), load {data['load_start']} -> {data['load_end']}")
+    if "full" in data:
+        f = data["full"]
+        print(f"  full site.yml, {f['nodes']} fresh nodes: converge {f['converge']['seconds']} s, "
+              f"no-op {f['noop']['seconds']} s (changed={f['noop_changed']}), ping floor {f['ping_floor_s']} s "
+              f"-> {f['noop_over_ping']}x (goal <= {NOOP_GOAL}x: {'MET' if f['goal_met'] else 'NOT met'})")
+        for name, secs, runs in f["noop"].get("top_tasks_s", [])[:10]:
+            print(f"      {secs:6.2f}s  {runs}x  {name}")
+    if "scale" in data:
+        s = data["scale"]
+        for n, r in s["sizes"].items():
+            print(f"  scale {n:>2} nodes [{s['tags']}]: converge {r['converge']['seconds']} s, no-op "
+                  f"{r['noop']['seconds']} s (changed={r['noop']['recap']['changed']}), ping {r['ping_floor_s']} s")
+        print(f"  scale ratio {s['ratio_max_over_min']}x (goal <= {SCALE_GOAL}x: {'MET' if s['goal_met'] else 'NOT met'})")
+
+    if not a.no_record:
+        load = f"{data['load_start'][0]}→{data['load_end'][0]}"
+        if "full" in data:
+            f = data["full"]
+            bl.append_results_md({
+                "date": data["date"], "benchmark": f"converge no-op vs ping (#12), {f['nodes']} nodes, full site.yml",
+                "machine": bl.machine_short(m),
+                "load": f"{f['converge']['load_start'][0]}→{f['noop']['load_end'][0]}",
+                "command": "benchmarks/converge.py --series full",
+                "numbers": (f"fresh converge {f['converge']['seconds']} s; no-op {f['noop']['seconds']} s "
+                            f"(changed={f['noop_changed']}); ping floor {f['ping_floor_s']} s → "
+                            f"**{f['noop_over_ping']}×**"),
+                "goal": f"no-op ≤ {NOOP_GOAL:g}× ping", "met": "yes" if f["goal_met"] else "**no**"})
+        if "scale" in data:
+            s = data["scale"]
+            nums = "; ".join(f"{n}: no-op {r['noop']['seconds']} s (ping {r['ping_floor_s']} s, "
+                             f"converge {r['converge']['seconds']} s)" for n, r in s["sizes"].items())
+            bl.append_results_md({
+                "date": data["date"], "benchmark": f"converge scale (#12), tags {s['tags'] or 'all'}",
+                "machine": bl.machine_short(m), "load": load,
+                "command": f"benchmarks/converge.py --series scale --scale-tags {s['tags'] or ''}".rstrip(),
+                "numbers": nums + f" → **{s['ratio_max_over_min']}×**",
+                "goal": f"{max(a.scale_nodes)}-node ≤ {SCALE_GOAL:g}× {min(a.scale_nodes)}-node",
+                "met": "yes" if s["goal_met"] else "**no**"})
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# GPU validation on an offline host without systemd (issue 11): the collection's rendered files
+# drive real CUDA vLLM over Ray, its nccl role builds NCCL there, and the results are measured.
+#
+# On the controller first:  tests/gpu/prepare_bundle.sh   (renders with the roles, packs .gpu-bundle/x1..x3)
+# On the host, from the repository root, phase by phase (each is idempotent):
+#   receive    copy the carried .gpu-bundle/x*/ to $XFER (the bundle arrives in several trips)
+#   setup      host facts; service user; release wrappers; the rendered env files to /etc/llmfleet;
+#              ansible-core; then the nccl role (playbooks/nccl.yml, real run) in the background
+#   unpack     the offline wheel bundle (vLLM + Ray) into the bundle site
+#   model      the tiny random Llama (roles/models/files/make_tiny_llama.py), bf16-served
+#   collection Ray unit -> probe (GPUs, env audit) -> engine unit TP=2 -> time to healthy ->
+#              health/completion/streaming/env audit -> sweep (benchmarks/bench_serve_sweep.py)
+#   single     the engine unit rendered for TP=1 (one GPU): time to healthy, checks
+#   byhand     Ray + `vllm serve` started by hand with identical flags, same sweep (ratio)
+#   nccl       wait for the nccl role, then all-reduce busbw through stock and built NCCL
+#   pack       results to $OUT (results.tgz + summary)
+# Environment: XFER (/root/gpu-xfer), RES (/root/gpu-results), OUT (where results go).
+set -uo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+XFER=${XFER:-/root/gpu-xfer}
+RES=${RES:-/root/gpu-results}
+OUT=${OUT:-/tmp/gpu-out}
+PY=${PY:-$(command -v python3)}
+mkdir -p "$XFER" "$RES" "$OUT"
+log() { echo "[gpu $(date +%T)] $*" | tee -a "$RES/run.log"; }
+stage_val() { "$PY" -c "import json,sys; d=json.load(open('$XFER/stage/stage.json')); print(eval(sys.argv[1], {}, d))" "$1"; }
+now() { date +%s.%N; }
+# NVLink multicast off for everything this script itself starts, too.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+as_root_flag() { [[ -f $XFER/as_root ]] && echo --as-root; }
+run_as_user() { if [[ -f $XFER/as_root ]]; then echo ""; else stage_val service_user; fi; }
+
+phase_receive() {
+  local d
+  for d in "$REPO"/.gpu-bundle/x*/; do [[ -d $d ]] && cp -a "$d". "$XFER"/; done
+  ls -la "$XFER" | tee -a "$RES/run.log"
+}
+
+phase_setup() {
+  log "host facts"
+  {
+    echo "== date"; date -u +%FT%TZ
+    echo "== nvidia-smi"; nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id --format=csv
+    nvidia-smi topo -m 2>&1 | head -8
+    echo "== kernel"; uname -r; nproc; grep MemTotal /proc/meminfo
+    echo "== python"; "$PY" -c 'import sys, torch, transformers, triton; print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__, triton.__version__, torch.cuda.device_count(), torch.cuda.nccl.version())'
+    echo "== nvcc"; (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>&1 | tail -2
+    echo "== init"; ps -p 1 -o comm=; command -v systemctl || echo "no systemctl"
+    echo "== tools"; for t in runuser useradd make gcc g++ cuobjdump tar xz; do printf '%s=%s ' $t "$(command -v $t || echo -)"; done; echo
+    echo "== ld"; echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"; ldconfig -p | grep -E 'libcuda.so|libnccl' | head -5
+  } > "$RES/host.txt" 2>&1
+  cat "$RES/host.txt"
+  local user home venv cur site
+  user=$(stage_val service_user); home=$(stage_val service_home)
+  venv=$(stage_val venv); cur=$(stage_val venv_current); site=$(stage_val bundle_site)
+  log "service user $user ($home)"
+  id "$user" >/dev/null 2>&1 || useradd --system --home-dir "$home" --shell /usr/sbin/nologin "$user" \
+    || { log "useradd failed: services run as root"; touch "$XFER/as_root"; }
+  mkdir -p "$home/.config/vllm" "$home/ray" /etc/llmfleet "$site" /opt/llmfleet/models /opt/llmfleet/src
+  log "the rendered files into place (all but the systemd units, which unit_exec.py reads from the stage)"
+  (cd "$XFER/stage" && find etc/llmfleet var -type f) | while read -r f; do
+    install -D -m 0644 "$XFER/stage/$f" "/$f"; done
+  chmod 0600 /etc/llmfleet/llmfleet-serve-*.env
+  id "$user" >/dev/null 2>&1 && chown -R "$user:$user" "$home" /etc/llmfleet/llmfleet-serve-*.env
+  log "release $venv: wrappers over $PY with the bundle on PYTHONPATH (no pip install on this host)"
+  mkdir -p "$venv/bin"
+  printf '#!/bin/sh\nPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH}; export PYTHONPATH\nexec %s "$@"\n' "$site" "$PY" > "$venv/bin/python"
+  printf '#!/bin/sh\nexec %s/bin/python -c "import sys; sys.argv[0] = \\"vllm\\"; from vllm.entrypoints.cli.main import main; sys.exit(main())" "$@"\n' "$venv" > "$venv/bin/vllm"
+  printf '#!/bin/sh\nexec %s/bin/python -c "import sys; sys.argv[0] = \\"ray\\"; from ray.scripts.scripts import main; sys.exit(main())" "$@"\n' "$venv" > "$venv/bin/ray"
+  chmod 0755 "$venv/bin/"*; ln -sfn "$venv" "$cur"
+  if [[ ! -f $XFER/as_root ]] && ! runuser -u "$user" -- "$PY" -c 'import torch; assert torch.cuda.device_count() >= 1' >>"$RES/run.log" 2>&1; then
+    log "the service user cannot use the GPUs here: services run as root"; touch "$XFER/as_root"
+  fi
+  log "ansible-core for the nccl role (a real run, local connection)"
+  rm -rf /root/gpu-ansible; "$PY" -m pip install -q --no-index --no-deps --no-compile --target /root/gpu-ansible "$XFER"/ansible/*.whl \
+    >>"$RES/run.log" 2>&1 || log "ansible-core install failed"
+  mkdir -p /root/gpu-ac/ansible_collections/llmfleet; ln -sfn "$REPO" /root/gpu-ac/ansible_collections/llmfleet/cluster
+  cp "$XFER/$(basename "$(stage_val nccl_source)")" "$(stage_val nccl_source)"
+  log "starting playbooks/nccl.yml in the background (log: $RES/nccl-role.log)"
+  ( cd "$REPO" && PYTHONPATH=/root/gpu-ansible ANSIBLE_CONFIG="$REPO/ansible.cfg" \
+      ANSIBLE_COLLECTIONS_PATH=/root/gpu-ac ANSIBLE_CACHE_PLUGIN=memory \
+      setsid nohup bash -c '"$0" /root/gpu-ansible/bin/ansible-playbook playbooks/nccl.yml -i inventories/gpu-host \
+        -e ansible_become=false -e ansible_python_interpreter="$0" -e nccl_build_jobs=${NCCL_JOBS:-16} > "$1/nccl-role.log" 2>&1
+        echo $? > "$1/nccl-role.rc"' "$PY" "$RES" </dev/null >/dev/null 2>&1 & )
+  sleep 2
+}
+
+phase_unpack() {
+  local site; site=$(stage_val bundle_site)
+  log "unpacking the bundle into $(dirname "$site")"
+  local t0; t0=$(now)
+  (cd "$XFER" && cat part.* | sha256sum | awk '{print $1}' > "$RES/bundle.sha256.actual")
+  diff <(awk '{print $1}' "$XFER/SHA256") "$RES/bundle.sha256.actual" || { log "bundle checksum mismatch"; return 1; }
+  rm -rf "$site"; mkdir -p "$(dirname "$site")"
+  cat "$XFER"/part.* | xz -dc -T0 | tar xf - -C "$(dirname "$site")"
+  "$(stage_val venv)/bin/python" -c 'import vllm, ray; print("vllm", vllm.__version__, "ray", ray.__version__)' 2>&1 | tail -1 | tee "$RES/versions.txt"
+  log "bundle unpacked in $("$PY" -c "print(round($(now) - $t0, 1))") s"
+}
+
+phase_model() {
+  local model; model=$(stage_val model)
+  [[ -f $model/config.json ]] || "$PY" "$REPO/roles/models/files/make_tiny_llama.py" "$model" --hidden 256 --layers 4 \
+    --heads 4 --kv-heads 2 --vocab 1024 --max-pos 2048 >>"$RES/run.log" 2>&1
+  id "$(stage_val service_user)" >/dev/null 2>&1 && chown -R "$(stage_val service_user)" "$model"
+  ls -la "$model" | tee -a "$RES/run.log"
+}
+
+ray_up() {  # $1 = unit file (or "byhand")
+  local unit=$1
+  log "Ray: unit_exec start $unit"
+  "$PY" "$REPO/tests/gpu/unit_exec.py" start "$unit" --log "$RES/ray.log" --pidfile "$XFER/ray.pid" $(as_root_flag) | tee -a "$RES/run.log"
+}
+
+serve_up() {  # $1 = unit file, $2 = tag
+  local unit=$1 tag=$2 t0 rc
+  t0=$(now)
+  "$PY" "$REPO/tests/gpu/unit_exec.py" start "$unit" --log "$RES/serve-$tag.log" --pidfile "$XFER/serve.pid" $(as_root_flag) | tee -a "$RES/run.log"
+  "$PY" "$REPO/tests/gpu/validate_gpu.py" wait --url "$(stage_val serve_url)" --model "$(stage_val served_model_name)" \
+    --since "$t0" --timeout "${SERVE_TIMEOUT:-400}" --pidfile "$XFER/serve.pid" | tee "$RES/healthy-$tag.json"
+  rc=${PIPESTATUS[0]}
+  [[ $rc == 0 ]] || { log "engine $tag not healthy; its log ends:"; tail -60 "$RES/serve-$tag.log"; }
+  return $rc
+}
+
+audit_arg() { "$PY" -c "import json; d=json.load(open('$XFER/stage/stage.json'))['multicast_off_env']; print(','.join('%s=%s' % kv for kv in sorted(d.items())))"; }
+
+serve_checks() {  # $1 = tag
+  local tag=$1 raypids
+  raypids=$(pgrep -f 'RayWorkerWrapper|ray::' | paste -sd, - || true)
+  "$PY" "$REPO/tests/gpu/validate_gpu.py" serve --url "$(stage_val serve_url)" --model "$(stage_val served_model_name)" \
+    --audit "$(audit_arg)" --audit-pids "$XFER/serve.pid" --extra-pids "$raypids" | tee "$RES/checks-$tag.json"
+}
+
+sweep() {  # $1 = tag
+  local tag=$1
+  log "sweep $tag"
+  timeout "${SWEEP_TIMEOUT:-240}" "$(stage_val venv)/bin/python" "$REPO/benchmarks/bench_serve_sweep.py" sweep --inproc --base-url "$(stage_val serve_url)" \
+    --model "$(stage_val model)" --served-model-name "$(stage_val served_model_name)" \
+    --concurrency "${SWEEP_CONC:-1,2,4,8,16,32}" --input-len 256 --output-len 128 --prompts-per-level 8 --min-prompts 16 \
+    --num-warmups 4 --out-dir "$RES/sweep-$tag" --label "$tag" --plot --title "tiny Llama, 2x H200, $tag" \
+    > "$RES/sweep-$tag.log" 2>&1; local rc=$?
+  grep -E '^concurrency|wrote|Error|error' "$RES/sweep-$tag.log" | tail -12
+  return $rc
+}
+
+stop_pid() { "$PY" "$REPO/tests/gpu/unit_exec.py" stop --pidfile "$1" --grace "${2:-20}"; }
+
+phase_collection() {
+  local ray_unit serve_unit
+  log "waiting (at most ${NCCL_PRE_WAIT:-150} s) for the nccl role, so Ray and the engine start with its nccl.env"
+  for _ in $(seq 1 "${NCCL_PRE_WAIT:-150}"); do [[ -f $RES/nccl-role.rc ]] && break; sleep 1; done
+  [[ -f $RES/nccl-role.rc ]] && log "nccl role rc=$(cat "$RES/nccl-role.rc")" || log "nccl role still building: Ray and the engine start without nccl.env"
+  ls -la /etc/llmfleet | tee -a "$RES/run.log"
+  ray_unit="$XFER/stage$(stage_val ray_unit)"; serve_unit="$XFER/stage$(stage_val serve_unit)"
+  ray_up "$ray_unit"
+  log "Ray probe (the collection's ray_state PROBE, as the service user): GPUs and env audit"
+  timeout 150 "$PY" "$REPO/tests/gpu/validate_gpu.py" ray --python "$(stage_val venv)/bin/python" --address "$(stage_val ray_address)" \
+    --gpus 2 --run-as "$(run_as_user)" --audit "$(audit_arg)" --timeout 90 | tee "$RES/ray-probe.json"
+  log "engine unit (TP=2 over Ray)"
+  serve_up "$serve_unit" tp2 || return 1
+  timeout 90 "$(stage_val venv)/bin/python" -c "
+import ray, json; ray.init(address='$(stage_val ray_address)', logging_level='ERROR', log_to_driver=False)
+print(json.dumps({'cluster_gpus': ray.cluster_resources().get('GPU'), 'available_gpus': ray.available_resources().get('GPU')}))" \
+    2>/dev/null | tail -1 | tee "$RES/ray-in-use.json"
+  serve_checks tp2
+  sweep collection-tp2
+  stop_pid "$XFER/serve.pid" 30
+}
+
+phase_single() {
+  local unit; unit="$XFER/stage-tp1$(stage_val serve_unit)"
+  install -m 0600 "$XFER"/stage-tp1/etc/llmfleet/llmfleet-serve-*.env /etc/llmfleet/
+  log "engine unit rendered for TP=1 (one GPU)"
+  serve_up "$unit" tp1 && serve_checks tp1
+  stop_pid "$XFER/serve.pid" 30
+  install -m 0600 "$XFER"/stage/etc/llmfleet/llmfleet-serve-*.env /etc/llmfleet/
+}
+
+phase_byhand() {
+  local venv argv t0 rc
+  venv=$(stage_val venv)
+  stop_pid "$XFER/serve.pid" 20; stop_pid "$XFER/ray.pid" 30
+  log "by hand: ray start --head + vllm serve with the identical flags, as root, a plain shell env"
+  t0=$(now)
+  argv=$("$PY" -c "import json, shlex; print(' '.join(shlex.quote(a) for a in json.load(open('$XFER/stage/stage.json'))['serve_argv'][1:]))")
+  (
+    export PYTHONPATH=$(stage_val bundle_site) VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 RAY_ADDRESS=127.0.0.1:6379
+    "$venv/bin/ray" start --head --port 6379 --num-gpus 2 --disable-usage-stats --include-dashboard=false > "$RES/byhand-ray.log" 2>&1
+    echo "+ vllm $argv" >> "$RES/byhand-serve.log"
+    eval "setsid nohup $venv/bin/vllm $argv" >> "$RES/byhand-serve.log" 2>&1 &
+    echo $! > "$XFER/serve.pid"
+  )
+  "$PY" "$REPO/tests/gpu/validate_gpu.py" wait --url "$(stage_val serve_url)" --model "$(stage_val served_model_name)" \
+    --since "$t0" --timeout 400 --pidfile "$XFER/serve.pid" | tee "$RES/healthy-byhand.json"
+  rc=${PIPESTATUS[0]}
+  [[ $rc == 0 ]] || { tail -60 "$RES/byhand-serve.log"; return 1; }
+  sweep byhand-tp2
+  "$PY" "$REPO/benchmarks/bench_serve_sweep.py" plot "$RES/sweep-collection-tp2/sweep.csv" "$RES/sweep-byhand-tp2/sweep.csv" \
+    --labels collection,by-hand --out "$RES/compare-collection-vs-byhand.png" --title "tiny Llama TP=2 on 2x H200: collection vs by hand"
+  stop_pid "$XFER/serve.pid" 20; "$venv/bin/ray" stop --force >/dev/null 2>&1 || true
+}
+
+phase_nccl() {
+  log "waiting for the nccl role"
+  for _ in $(seq 1 "${NCCL_WAIT:-300}"); do [[ -f $RES/nccl-role.rc ]] && break; sleep 1; done
+  tail -25 "$RES/nccl-role.log"
+  [[ -f $RES/nccl-role.rc ]] || { log "nccl role still running"; return 1; }
+  cat /etc/llmfleet/nccl.env 2>/dev/null | tee "$RES/nccl.env"
+  local lib; lib=$(stage_val nccl_library)
+  log "all-reduce busbw, stock NCCL (the torch wheel's)"
+  "$PY" "$REPO/tests/gpu/allreduce_bw.py" --label stock --out "$RES/allreduce-stock.json" | tail -1
+  if [[ -f $lib ]]; then
+    log "all-reduce busbw, built NCCL ($lib via LD_PRELOAD, as nccl.env hands it to the engine)"
+    LD_PRELOAD=$lib LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+      "$PY" "$REPO/tests/gpu/allreduce_bw.py" --label built --port 29544 --out "$RES/allreduce-built.json" | tail -1
+  fi
+}
+
+phase_pack() {
+  local d
+  for d in "$RES"/sweep-*/; do [[ -f $d/sweep.csv ]] && cp "$d/sweep.csv" "$OUT/$(basename "$d").csv"; done
+  tar czf "$OUT/results.tgz" -C "$(dirname "$RES")" "$(basename "$RES")" 2>/dev/null
+  ls -la "$OUT"
+}
+
+for phase in "$@"; do
+  log "=== phase $phase"
+  "phase_$phase" || log "phase $phase FAILED (rc=$?)"
+done

@@ -1,0 +1,94 @@
+"""serve_smoke module against a small OpenAI-compatible stand-in on loopback."""
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmfleet.cluster.plugins.modules import serve_smoke
+
+
+class ModuleExit(Exception):
+    def __init__(self, result):
+        super().__init__(result)
+        self.result = result
+
+
+class Handler(BaseHTTPRequestHandler):
+    key = "sekret"
+    tokens = 16
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _send(self, code, doc):
+        body = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _authorized(self):
+        if self.headers.get("Authorization") != "Bearer " + self.key:
+            self._send(401, {"error": "Unauthorized"})
+            return False
+        return True
+
+    def do_GET(self):  # noqa: N802
+        if self._authorized():
+            self._send(200, {"object": "list", "data": [{"id": "tiny-llama", "object": "model"}]})
+
+    def do_POST(self):  # noqa: N802
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self._authorized():
+            self._send(200, {"model": req["model"], "choices": [{"message": {"role": "assistant", "content": "hi " * 3}}],
+                             "usage": {"completion_tokens": min(self.tokens, req["max_tokens"])}})
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:%d" % srv.server_address[1]
+    srv.shutdown()
+
+
+def run(monkeypatch, args):
+    def exit_json(self, **kw):
+        raise ModuleExit(kw)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    with patch_module_args(args):
+        with pytest.raises(ModuleExit) as exc:
+            serve_smoke.main()
+    return exc.value.result
+
+
+# args -> ok, words in the error
+CASES = [
+    ({"model": "tiny-llama", "api_key": "sekret", "requests": 3, "max_tokens": 8}, True, ""),
+    ({"model": "tiny-llama", "api_key": "wrong"}, False, "401"),
+    ({"model": "tiny-llama"}, False, "401"),
+    ({"model": "other", "api_key": "sekret"}, False, "'other' is not served"),
+]
+
+
+@pytest.mark.parametrize("args,ok,words", CASES)
+def test_smoke(monkeypatch, server, args, ok, words):
+    res = run(monkeypatch, dict(args, url=server + "/"))
+    assert res["ok"] is ok, res
+    assert words in res["error"]
+    if ok:
+        assert res["models"] == ["tiny-llama"] and len(res["latencies_s"]) == 3
+        assert res["completion_tokens"] == [8, 8, 8] and res["p50_s"] > 0 and res["max_s"] >= res["p50_s"]
+        assert res["text"].startswith("hi")
+
+
+def test_unreachable_endpoint(monkeypatch):
+    res = run(monkeypatch, {"url": "http://127.0.0.1:9", "model": "x", "timeout": 3})
+    assert not res["ok"] and "/v1/models" in res["error"]
