@@ -100,7 +100,7 @@ def sweep(a):
             raise SystemExit('no request completed at concurrency %d' % conc)
     path = os.path.join(a.out_dir, a.csv_name)
     with open(path, 'w', newline='') as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
     print('wrote %s' % path)

@@ -268,7 +268,7 @@ def write_results(bench: str, stamp: str, data: dict, rows: list[dict]) -> tuple
             if k not in fields:
                 fields.append(k)
     with cpath.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)
+        w = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
     log(f"wrote {jpath.relative_to(ROOT)} and {cpath.relative_to(ROOT)}")

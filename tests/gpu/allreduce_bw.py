@@ -65,7 +65,7 @@ def worker(rank, world, a, q):
     for mib in [int(s) for s in a.sizes_mib.split(',')]:
         n = mib * 1024 * 1024 // 4
         x = torch.ones(n, dtype=torch.float32, device='cuda')
-        for _ in range(a.warmup):
+        for _warm in range(a.warmup):
             dist.all_reduce(x)
         torch.cuda.synchronize()
         x.fill_(1.0)
@@ -74,7 +74,7 @@ def worker(rank, world, a, q):
         correct = bool(x[0].item() == world and x[-1].item() == world)
         dist.barrier()
         t0 = time.perf_counter()
-        for _ in range(a.iters):
+        for _iter in range(a.iters):
             dist.all_reduce(x)
         torch.cuda.synchronize()
         dt = (time.perf_counter() - t0) / a.iters

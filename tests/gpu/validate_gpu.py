@@ -63,7 +63,7 @@ def cmd_wait(a):
     deadline = a.since + a.timeout
     while time.time() < deadline:
         try:
-            code, _ = http(a.url + '/health', timeout=5)
+            code, _body = http(a.url + '/health', timeout=5)
             if code == 200:
                 ids = [m['id'] for m in json.loads(http(a.url + '/v1/models', timeout=5)[1])['data']]
                 if a.model in ids:
@@ -88,7 +88,7 @@ def cmd_ray(a):
     cmd = [a.python, '-c', rs.PROBE, json.dumps(args)]
     if a.run_as:
         cmd = ['runuser', '-u', a.run_as, '--'] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd='/')
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd='/', check=False)
     if p.returncode != 0:
         print(json.dumps({'ok': False, 'error': p.stderr[-1500:]}))
         return 1
@@ -146,7 +146,7 @@ def cmd_serve(a):
     expected = parse_audit(a.audit)
     res = {'checks': {}}
     checks = res['checks']
-    code, _ = http(a.url + '/health')
+    code, _body = http(a.url + '/health')
     checks['health'] = code == 200
     ids = [m['id'] for m in json.loads(http(a.url + '/v1/models')[1])['data']]
     checks['models'] = a.model in ids

@@ -1,7 +1,7 @@
 """Guards on the converged sim: each plants one known failure of the notes and asserts the
 collection catches it with host + fix, and (where it should) repairs it. Every test restores
 what it planted, so the serving cluster is left as it found it."""
-import json
+
 import os
 import time
 
@@ -31,12 +31,12 @@ def test_planted_version_mismatch_is_caught_then_repaired():
     real = thor2.check_output(f"sed -n 's/^Version: //p' {meta}")
     thor2.run_expect([0], f"sed -i 's/^Version: .*/Version: 2.59.0/' {meta}")
     try:
-        rc, out, _ = run_playbook("playbooks/python_env.yml", "--tags", "python_env_run")
+        rc, out, _secs = run_playbook("playbooks/python_env.yml", "--tags", "python_env_run")
         assert rc != 0
         assert f"thor2: {VENV}" in out or "thor2:" in out
         assert f"ray locked {real} installed 2.59.0" in out
         # the full role re-syncs the drifted package from the wheelhouse (stamp notwithstanding)
-        rc, out, _ = run_playbook("playbooks/python_env.yml")
+        rc, out, _secs = run_playbook("playbooks/python_env.yml")
         assert rc == 0
         assert "drifted from its lock: ray locked %s installed 2.59.0" % real in out
         assert recap(out)["thor2"]["changed"] >= 1
@@ -58,14 +58,14 @@ def test_env_audit_catches_planted_drift():
                           "systemctl daemon-reload && systemctl restart llmfleet-ray")
     try:
         wait_for(lambda: FABRIC_IP["thor1"] in alive_ray_ips(node("spark1")), 120)
-        rc, out, _ = run_playbook("playbooks/ray.yml", "--tags", "ray_node_run")
+        rc, out, _secs = run_playbook("playbooks/ray.yml", "--tags", "ray_node_run")
         assert rc != 0
         assert "worker environment drift: thor1 GLOO_SOCKET_IFNAME='lo' (should be " in out
     finally:
         thor1.run(f"rm -f {dropin} /etc/llmfleet/planted-drift.env && systemctl daemon-reload && "
                   "systemctl restart llmfleet-ray")
     wait_for(lambda: FABRIC_IP["thor1"] in alive_ray_ips(node("spark1")), 120)
-    rc, out, _ = run_playbook("playbooks/ray.yml", "--tags", "ray_node_run")
+    rc, out, _secs = run_playbook("playbooks/ray.yml", "--tags", "ray_node_run")
     assert rc == 0
     assert "Environment audit: 4 nodes" in out and "no drift" in out
 
@@ -127,7 +127,7 @@ def test_missing_required_env_fails_before_anything_stops():
     before = serve_starts()
     extra = _tiny_variant("sim-tiny-llama-needsenv", env={"VLLM_LLMFLEET_PROBE": "1"},
                           required_env=["VLLM_LLMFLEET_PROBE"])
-    rc, out, _ = run_playbook("playbooks/serve.yml", extra_vars=extra)
+    rc, out, _secs = run_playbook("playbooks/serve.yml", extra_vars=extra)
     assert rc != 0
     assert "the Ray workers lack what profile sim-tiny-llama-needsenv requires: VLLM_LLMFLEET_PROBE=unset" in out
     assert "--tags ray" in out
@@ -140,9 +140,9 @@ def test_corrupted_model_copy_is_detected_and_repaired():
     good = spark2.check_output(f"sha256sum {weights}").split()[0]
     spark2.run_expect([0], f"printf 'XXXX' | dd of={weights} bs=1 seek=4096 conv=notrunc status=none")
     assert spark2.check_output(f"sha256sum {weights}").split()[0] != good
-    rc, out, _ = run_playbook("playbooks/models.yml")
+    rc, out, _secs = run_playbook("playbooks/models.yml")
     assert rc == 0
     assert recap(out)["spark2"]["changed"] >= 1
     assert spark2.check_output(f"sha256sum {weights}").split()[0] == good
-    rc, out, _ = run_playbook("playbooks/models.yml")
+    rc, out, _secs = run_playbook("playbooks/models.yml")
     assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())

@@ -49,7 +49,7 @@ def test_api_key_enforced_and_an_unchanged_run_is_a_noop(monkeypatch):
     key = "sim-test-key-0123456789"
     monkeypatch.setenv("LLMFLEET_API_KEY", key)
     before = starts()
-    rc, out, _ = run_playbook("playbooks/serve.yml")
+    rc, out, _secs = run_playbook("playbooks/serve.yml")
     assert rc == 0 and recap(out)["spark1"]["changed"] >= 1
     assert key not in out  # never logged
     after = starts()
@@ -63,14 +63,14 @@ def test_api_key_enforced_and_an_unchanged_run_is_a_noop(monkeypatch):
     # the env file holding the key is 0600 root
     env_file = node("spark1").file(f"{ENV_DIR}/{UNIT}.env")
     assert env_file.mode == 0o600 and env_file.user == "root" and f"VLLM_API_KEY={key}" in env_file.content_string
-    rc, out, _ = run_playbook("playbooks/serve.yml")
+    rc, out, _secs = run_playbook("playbooks/serve.yml")
     assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())
     assert starts() == after
 
 
 def test_a_changed_flag_restarts_every_rank():
     before = starts()
-    rc, out, _ = run_playbook("playbooks/serve.yml", extra_vars=variant("sim-tiny-llama-seqs3", args={"--max-num-seqs": 3}))
+    rc, out, _secs = run_playbook("playbooks/serve.yml", extra_vars=variant("sim-tiny-llama-seqs3", args={"--max-num-seqs": 3}))
     assert rc == 0
     assert recap(out)["spark1"]["changed"] >= 1 and recap(out)["spark2"]["changed"] >= 1
     after = starts()
@@ -95,7 +95,7 @@ def test_stop_waits_for_an_inflight_stream():
     t.start()
     wait_for(lambda: len(received) > 0, 120, step=0.2)
     before = starts()
-    rc, out, _ = run_playbook("playbooks/serve.yml")
+    rc, out, _secs = run_playbook("playbooks/serve.yml")
     t.join(timeout=300)
     assert rc == 0
     assert "at" in done, "the stream was cut by the restart"
@@ -126,6 +126,6 @@ def test_a_process_dying_during_load_fails_fast_with_its_log():
     assert "died while loading" in out
     assert "max_model_len" in out or "max-model-len" in out  # the journal's last lines came along
     assert seconds < 400, "a dead engine must not wait for the 30 min health timeout"
-    rc, out, _ = run_playbook("playbooks/serve.yml")
+    rc, out, _secs = run_playbook("playbooks/serve.yml")
     assert rc == 0
     assert json.loads(chat().read())["usage"]["completion_tokens"] == 8

@@ -49,18 +49,18 @@ def test_patch_applies_reverts_and_reapplies_on_the_installed_vllm():
     path = site_file("spark1", RELEASE_A, "vllm/version.py")
     original = {h: node(h).check_output(f"sha256sum {path}").split()[0] for h in ("spark1", "thor1")}
     try:
-        rc, out, _ = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
+        rc, out, _secs = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
         assert rc == 0
         assert recap(out)["spark1"]["changed"] >= 1 and recap(out)["thor1"]["changed"] == 0
         assert "llmfleet-patch: sim-version-marker" in node("spark1").file(path).content_string
         # archs: [sm_121] — the Thor's copy is untouched
         assert node("thor1").check_output(f"sha256sum {path}").split()[0] == original["thor1"]
-        rc, out, _ = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
+        rc, out, _secs = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
         assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())
-        rc, out, _ = run_playbook("playbooks/engine_patches.yml", extra_vars=dict(extra, engine_patches_state="absent"))
+        rc, out, _secs = run_playbook("playbooks/engine_patches.yml", extra_vars=dict(extra, engine_patches_state="absent"))
         assert rc == 0 and recap(out)["spark1"]["changed"] >= 1
         assert node("spark1").check_output(f"sha256sum {path}").split()[0] == original["spark1"]
-        rc, out, _ = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
+        rc, out, _secs = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
         assert rc == 0 and "llmfleet-patch: sim-version-marker" in node("spark1").file(path).content_string
     finally:
         run_playbook("playbooks/engine_patches.yml", extra_vars=dict(extra, engine_patches_state="absent"))
@@ -71,7 +71,7 @@ def test_patch_applies_reverts_and_reapplies_on_the_installed_vllm():
 def test_upgrade_to_a_broken_release_rolls_every_node_back():
     extra = {"llmfleet_release": RELEASE_C, "engine_patches_dir": PATCHES,
              "engine_patches_enabled": ["sim-broken-serve"]}
-    rc, out, _ = run_playbook("playbooks/upgrade.yml", extra_vars=extra, timeout=1800)
+    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars=extra, timeout=1800)
     assert rc != 0
     assert f"to {RELEASE_C} FAILED" in out and f"ROLLED BACK every node to {RELEASE_A}" in out
     assert "broken on purpose" in out  # the engine's own error reached the operator
@@ -83,7 +83,7 @@ def test_upgrade_to_a_broken_release_rolls_every_node_back():
 
 
 def test_upgrade_a_to_b_serves_after_and_reports_downtime():
-    rc, out, _ = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_B}, timeout=1800)
+    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_B}, timeout=1800)
     assert rc == 0
     assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
     assert completion_tokens() == 8
@@ -96,10 +96,10 @@ def test_upgrade_a_to_b_serves_after_and_reports_downtime():
 
 
 def test_upgrade_back_to_the_inventory_release_then_site_is_a_noop():
-    rc, out, _ = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_A}, timeout=1800)
+    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_A}, timeout=1800)
     assert rc == 0
     assert {h: current(h) for h in HOSTS} == {h: RELEASE_A for h in HOSTS}
     # nothing to do now: the play ends before staging, nothing changes
-    rc, out, _ = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_A})
+    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_A})
     assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())
     assert completion_tokens() == 8

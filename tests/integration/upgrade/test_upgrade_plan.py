@@ -40,8 +40,8 @@ def test_one_batch_per_cluster_in_order_without_contacting_hosts(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     batches = re.findall(r"batch (\d): cluster (\w+): ([\w, -]+) -> (\w+)", out)
-    assert [(b, c) for b, c, _, _ in batches] == [("1", "alpha"), ("2", "beta")]
+    assert [(b, c) for b, c, _hosts, _target in batches] == [("1", "alpha"), ("2", "beta")]
     assert sorted(batches[0][2].split(", ")) == ["a-spark1", "a-spark2"]
     assert sorted(batches[1][2].split(", ")) == ["b-spark1", "b-thor1"]
-    assert all(t == "r2" for *_, t in batches)
+    assert all(t == "r2" for *_rest, t in batches)
     assert "unreachable=1" not in out and "UNREACHABLE" not in out
