@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: llmfleet maintainers
 # Apache License 2.0 (see galaxy.yml)
 """Concurrency sweep of a served model with the engine's own benchmark, to CSV and PNG.

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: llmfleet maintainers
 # Apache License 2.0 (see galaxy.yml)
 """All-reduce bus bandwidth across the GPUs of one host, through whichever libnccl the process

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: llmfleet maintainers
 # Apache License 2.0 (see galaxy.yml)
 """Run a systemd unit the collection rendered, on a host without systemd (a GPU test host).

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: llmfleet maintainers
 # Apache License 2.0 (see galaxy.yml)
 """Checks of a served engine on the GPU host (what validate.yml checks on a fleet).
