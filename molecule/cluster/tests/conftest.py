@@ -43,7 +43,7 @@ def run_playbook(playbook, *args, extra_vars=None, timeout=900):
     """ansible-playbook <playbook> on the sim, from the controller. -> (rc, output, seconds)."""
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
-    cmd = [os.path.join(os.path.dirname(os.path.realpath(__import__("sys").executable)), "ansible-playbook"),
+    cmd = [os.path.join(os.path.dirname(__import__("sys").executable), "ansible-playbook"),
            "-i", SIM_INVENTORY, os.path.join(ROOT, playbook), *args]
     if extra_vars:
         cmd += ["-e", json.dumps(extra_vars)]
