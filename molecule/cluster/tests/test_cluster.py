@@ -58,6 +58,17 @@ def test_gcs_admits_fabric_peer():
     assert out.stdout.strip() == "open"
 
 
+def test_engine_rendezvous_port_admits_serving_peers_only():
+    """vLLM's TCPStore (serve_master_port 29501) listens on every address on spark1: spark2 (the
+    other rank) gets in, thor1 (a Ray node that serves nothing) and the controller are reset."""
+    probe = "timeout 3 bash -c '</dev/tcp/{ip}/29501' && echo open || echo refused"
+    assert node("spark1").check_output("ss -ltnH 'sport = :29501'").strip(), "nothing listens on 29501"
+    assert node("spark2").check_output(probe.format(ip=FABRIC_IP["spark1"])).strip() == "open"
+    assert node("thor1").check_output(probe.format(ip=FABRIC_IP["spark1"])).strip() == "refused"
+    with pytest.raises(OSError):
+        socket.create_connection((FABRIC_IP["spark1"], 29501), timeout=3).close()
+
+
 def test_killed_raylet_comes_back_within_60s():
     h = node("thor2")
     h.run("pkill -KILL -f 'raylet' ")

@@ -84,16 +84,17 @@ def test_stopped_container_comes_back_and_rejoins():
 
 @pytest.mark.parametrize("name", sorted(MGMT_IP))
 def test_nothing_listens_on_the_management_ip(name):
-    """No socket is bound to the mgmt address; wildcard listeners are sshd or Ray ports that the
-    nftables table admits from fabric peers only."""
+    """No socket is bound to the mgmt address; wildcard listeners are sshd, or Ray / engine
+    rendezvous ports that an llmfleet nftables table admits from fabric peers only."""
     host = node(name)
     listeners = host.check_output("ss -ltnH | awk '{print $4}'").split()
     assert not [a for a in listeners if a.startswith(MGMT_IP[name] + ":")]
     wildcard = sorted({int(a.rsplit(":", 1)[1]) for a in listeners if a.rsplit(":", 1)[0] in ("0.0.0.0", "*", "[::]")})
-    ruleset = host.check_output("nft list table inet llmfleet_ray")
+    ruleset = "\n".join(host.check_output(f"nft list table inet {t}") for t in
+                        host.check_output("nft list tables").split() if t.startswith("llmfleet_"))
     for port in wildcard:
         assert port == 22 or str(port) in ruleset or _in_ranges(port, ruleset), \
-            f"{name}: port {port} listens on all addresses and no llmfleet_ray rule covers it"
+            f"{name}: port {port} listens on all addresses and no llmfleet_* rule covers it"
 
 
 def _in_ranges(port, ruleset):
