@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def wait_serving(base: str, model: str, key: str, timeout: float = 900) -> float
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--inventory", required=True, type=Path, help="a converged simlab's hosts.yml")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--unit", default="llmfleet-serve-tiny-llama")
@@ -133,7 +134,6 @@ def main() -> int:
     ap.add_argument("--goal", type=float, default=1.15)
     args = ap.parse_args()
     bl.stop_cleanly_on_sigterm()
-    import os
     key = os.environ.get(args.api_key_env, "")
     inv = args.inventory.resolve()
     lab = inv.parent.name

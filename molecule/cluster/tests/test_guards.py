@@ -34,11 +34,11 @@ def test_planted_version_mismatch_is_caught_then_repaired():
         rc, out, _secs = run_playbook("playbooks/python_env.yml", "--tags", "python_env_run")
         assert rc != 0
         assert f"thor2: {VENV}" in out or "thor2:" in out
-        assert f"ray locked {real} installed 2.59.0" in out
+        assert f"ray locked {real} installed 2.59.0" in " ".join(out.split())
         # the full role re-syncs the drifted package from the wheelhouse (stamp notwithstanding)
         rc, out, _secs = run_playbook("playbooks/python_env.yml")
         assert rc == 0
-        assert "drifted from its lock: ray locked %s installed 2.59.0" % real in out
+        assert "drifted from its lock: ray locked %s installed 2.59.0" % real in " ".join(out.split())  # wrapped
         assert recap(out)["thor2"]["changed"] >= 1
         assert all(recap(out)[h]["changed"] == 0 for h in ("spark1", "spark2", "thor1"))
     finally:
@@ -70,18 +70,6 @@ def test_env_audit_catches_planted_drift():
     assert "Environment audit: 4 nodes" in out and "no drift" in out
 
 
-def test_stopped_container_comes_back_and_rejoins():
-    import subprocess
-    subprocess.run(["podman", "stop", "-t", "10", "llmfleet-sim-thor2"], check=True, capture_output=True)
-    wait_for(lambda: FABRIC_IP["thor2"] not in alive_ray_ips(node("spark1")), 120)
-    t0 = time.monotonic()
-    subprocess.run(["podman", "start", "llmfleet-sim-thor2"], check=True, capture_output=True)
-    seconds = wait_for(lambda: FABRIC_IP["thor2"] in alive_ray_ips(node("spark1")), 180)
-    print(f"\nthor2 stopped, started again: back in the Ray cluster {time.monotonic() - t0:.0f}s after start")
-    assert seconds < 180
-    assert sorted(alive_ray_ips(node("spark1"))) == sorted(FABRIC_IP.values())
-
-
 @pytest.mark.parametrize("name", sorted(MGMT_IP))
 def test_nothing_listens_on_the_management_ip(name):
     """No socket is bound to the mgmt address; wildcard listeners are sshd, or Ray / engine
@@ -95,6 +83,18 @@ def test_nothing_listens_on_the_management_ip(name):
     for port in wildcard:
         assert port == 22 or str(port) in ruleset or _in_ranges(port, ruleset), \
             f"{name}: port {port} listens on all addresses and no llmfleet_* rule covers it"
+
+
+def test_stopped_container_comes_back_and_rejoins():
+    import subprocess
+    subprocess.run(["podman", "stop", "-t", "10", "llmfleet-sim-thor2"], check=True, capture_output=True)
+    wait_for(lambda: FABRIC_IP["thor2"] not in alive_ray_ips(node("spark1")), 120)
+    t0 = time.monotonic()
+    subprocess.run(["podman", "start", "llmfleet-sim-thor2"], check=True, capture_output=True)
+    seconds = wait_for(lambda: FABRIC_IP["thor2"] in alive_ray_ips(node("spark1")), 180)
+    print(f"\nthor2 stopped, started again: back in the Ray cluster {time.monotonic() - t0:.0f}s after start")
+    assert seconds < 180
+    assert sorted(alive_ray_ips(node("spark1"))) == sorted(FABRIC_IP.values())
 
 
 def _in_ranges(port, ruleset):

@@ -94,8 +94,11 @@ def test_watchdog_restarts_a_hung_engine():
     interval, failures = DEFAULTS["safeguards_watchdog_interval"], DEFAULTS["safeguards_watchdog_failures"]
     wait_for(lambda: healthy(ip), 900)
     # armed: a probe has seen this engine healthy (a never-healthy one counts as loading)
-    wait_for(lambda: "healthy" in h.check_output(f"journalctl -u llmfleet-watchdog@{UNIT} -o cat --no-pager | tail -50"),
-             interval * 2 + 30)
+    # (its state file: the journal's "healthy" line is written once per engine start and scrolls away)
+    def armed():
+        state = json.loads(h.check_output(f"cat /var/lib/llmfleet-watchdog/{UNIT}.json 2>/dev/null || echo '{{}}'"))
+        return state.get("healthy_once") and state.get("invocation") == props(h, UNIT, "InvocationID")["InvocationID"]
+    wait_for(armed, interval * 2 + 30)
     before = props(h, UNIT, "MainPID", "InvocationID")
     spark2_before = props(node("spark2"), UNIT, "InvocationID")["InvocationID"]
     h.check_output(f"kill -STOP {before['MainPID']}")

@@ -19,6 +19,7 @@ from conftest import FABRIC_IP, alive_ray_ips, wait_for
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 LINE_RE = re.compile(r"^\s*(PASS|WARN|FAIL) (\S+): ([^:]+): (.+)$", re.M)
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 INVENTORY = None
 
 
@@ -31,13 +32,14 @@ def node(name):
 
 def playbook(tmp, name, *args, timeout=900):
     node("spark1")  # sets INVENTORY
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+    # molecule exports ANSIBLE_FORCE_COLOR=1 to its verifier, which beats ANSIBLE_NOCOLOR
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
            "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp / "facts"), "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
     proc = subprocess.run([str(BIN / "ansible-playbook"), str(ROOT / "playbooks" / name), "-i", INVENTORY, *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    out = proc.stdout + proc.stderr
+    out = ANSI_RE.sub("", proc.stdout + proc.stderr)
     return {"rc": proc.returncode, "raw": out, "flat": " ".join(out.split()),
-            "lines": [m.groups() for m in LINE_RE.finditer(proc.stdout)]}
+            "lines": [m.groups() for m in LINE_RE.finditer(ANSI_RE.sub("", proc.stdout))]}
 
 
 @pytest.fixture(scope="module")
