@@ -68,16 +68,22 @@ def unit_started_at(host, unit):
     return host.check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {unit}")
 
 
-# Checks written in session 2 that have not yet passed once on a converged sim: they run only
-# with LLMFLEET_CLUSTER_EXTENDED=1 until they have (then they move into the default run).
-EXTENDED = {"test_guards.py", "test_serve_lifecycle.py", "test_upgrade.py", "test_safeguards.py", "test_validate.py"}
+# Checks that have not passed on a converged sim yet, or that show a known product gap: they run
+# only with LLMFLEET_CLUSTER_EXTENDED=1 (file::test ids). Everything else runs in CI.
+#   test_killed_engine_on_spark2_recovers_by_itself: a SIGKILLed headless rank comes back alone
+#   (Restart=always), but the API rank on spark1 keeps its dead session and answers 500; the group
+#   needs a coordinated restart (see docs/KNOWN_GAPS.md).
+EXTENDED = {
+    "test_serve_lifecycle.py::test_killed_engine_on_spark2_recovers_by_itself",
+}
 
 
 def pytest_collection_modifyitems(config, items):
     import pytest
     if os.environ.get("LLMFLEET_CLUSTER_EXTENDED") == "1":
         return
-    skip = pytest.mark.skip(reason="not yet verified on the sim: set LLMFLEET_CLUSTER_EXTENDED=1 to run")
+    skip = pytest.mark.skip(reason="opt-in (LLMFLEET_CLUSTER_EXTENDED=1): see EXTENDED in conftest.py")
     for item in items:
-        if os.path.basename(str(item.fspath)) in EXTENDED:
+        key = "%s::%s" % (os.path.basename(str(item.fspath)), item.originalname)
+        if key in EXTENDED:
             item.add_marker(skip)
