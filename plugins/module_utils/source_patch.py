@@ -96,6 +96,12 @@ def load_patch(data):
         if find in replace or replace in find:
             raise PatchError('patch %s: %s: find and replace must not contain each other '
                              '(the state could not be read back)' % (pid, name))
+        if find.endswith('\n') != replace.endswith('\n'):
+            # a newline lost on one side glues the next source line onto the last replaced one
+            # (seen: Ansible's file lookup strips a patch file's final newline by default)
+            raise PatchError('patch %s: %s: find and replace must both end with a newline or both not '
+                             '(find %s, replace %s)' % (pid, name, 'does' if find.endswith('\n') else 'does not',
+                                                        'does' if replace.endswith('\n') else 'does not'))
         if marker not in replace:
             raise PatchError('patch %s: %s: replace must carry the marker %r' % (pid, name, marker))
         if marker in find:

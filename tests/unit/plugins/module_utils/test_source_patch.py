@@ -270,6 +270,9 @@ def _hunk(**kw):
     ({'id': 'p', 'hunks': [_hunk()], 'original_sha256': ['abc']}, 'must be 64 hex digits: abc'),
     ({'id': 'p', 'hunks': [_hunk()], 'original_sha256': {'a': 1}}, 'original_sha256 must be a list'),
     ({'id': 'p', 'marker': '  ', 'hunks': [_hunk()]}, 'marker must be a non-empty string'),
+    # the last block of a patch file read with a stripping lookup lost its newline (seen on the sim)
+    ({'id': 'p', 'hunks': [_hunk(replace='# llmfleet-patch: p\na = 2')]},
+     'find and replace must both end with a newline or both not (find does, replace does not)'),
 ])
 def test_bad_patch_data(raw, message):
     with pytest.raises(sp.PatchError) as exc:
@@ -288,7 +291,7 @@ def test_patch_defaults_and_custom_marker():
 
 def test_overlapping_blocks_are_foreign():
     patch = sp.load_patch({'id': 'p', 'hunks': [
-        _hunk(name='one', find='a = 1\nb', replace='# llmfleet-patch: p\nA\n'),
+        _hunk(name='one', find='a = 1\nb', replace='# llmfleet-patch: p\nA'),
         _hunk(name='two', find='1\nb = 2\n', replace='# llmfleet-patch: p\nB\n')]})
     info = sp.inspect('a = 1\nb = 2\n', patch)
     assert info['state'] == 'foreign' and info['reasons'] == ['blocks overlap in the file']
