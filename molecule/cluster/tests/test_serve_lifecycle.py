@@ -107,15 +107,25 @@ def test_stop_waits_for_an_inflight_stream():
 
 
 def test_killed_engine_on_spark2_recovers_by_itself():
+    """SIGKILL of the headless rank: systemd restarts it, but the API rank keeps its dead session
+    (/health 200, every request HTTP 500); the safeguards watchdog's completion probe fails,
+    and after safeguards_watchdog_failures probes every rank restarts. Bound: 3 probes x 30 s,
+    timer slack, stop + a fresh load (~60 s on the sim) = 420 s."""
     spark2 = node("spark2")
     pid = spark2.check_output(f"systemctl show -P MainPID {UNIT}")
     assert int(pid) > 0
     t0 = time.monotonic()
     spark2.run_expect([0], f"kill -9 {pid}")
-    wait_for(lambda: not healthy() or spark2.check_output(f"systemctl show -P MainPID {UNIT}") != pid, 60, step=1)
-    seconds = wait_for(lambda: healthy() and json.loads(chat().read())["usage"]["completion_tokens"] == 8, 300, step=3)
-    print(f"\nspark2 engine killed: serving again after {time.monotonic() - t0:.0f}s (bound 300s)")
-    assert seconds < 300
+    wait_for(lambda: spark2.check_output(f"systemctl show -P MainPID {UNIT}") != pid, 60, step=1)
+
+    def serves():
+        try:
+            return healthy() and json.loads(chat().read())["usage"]["completion_tokens"] == 8
+        except OSError:  # refused while restarting, HTTP 500 from the dead session
+            return False
+    seconds = wait_for(serves, 420, step=3)
+    print(f"\nspark2 engine killed: serving again after {time.monotonic() - t0:.0f}s (bound 420s)")
+    assert seconds < 420
 
 
 def test_a_process_dying_during_load_fails_fast_with_its_log():

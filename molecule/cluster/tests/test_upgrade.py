@@ -95,7 +95,9 @@ def test_upgrade_a_to_b_serves_after_and_reports_downtime():
     assert 0 < report["downtime_s"] < 600
     print(f"\nupgrade {RELEASE_A} -> {RELEASE_B}: serving downtime {report['downtime_s']} s")
     assert f"serving downtime {report['downtime_s']} s" in " ".join(out.split())  # the callback wraps
-    assert node("spark1").check_output(f"systemctl show -P ExecStart {UNIT}").count("/opt/llmfleet/venvs/current") == 1
+    # the unit runs the engine through `current` (systemctl shows it as path= and argv[0]), never a release path
+    exec_start = node("spark1").check_output(f"systemctl show -P ExecStart {UNIT}")
+    assert "path=/opt/llmfleet/venvs/current/bin/" in exec_start and RELEASE_B not in exec_start
 
 
 def test_upgrade_back_to_the_inventory_release_then_site_is_a_noop():
