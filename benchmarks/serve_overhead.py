@@ -76,12 +76,13 @@ def read_unit(container: str, unit: str) -> dict:
 
 def hand_launch(container: str, unit: dict) -> None:
     """Start the unit's command as its user, env files sourced, in a new session (killable as a group)."""
-    sources = "; ".join(f"[ -r {shlex.quote(f)} ] && . {shlex.quote(f)}" for f in unit["env_files"])
-    inner = (f"echo $$ > {PIDFILE}; set -a; {sources}; set +a; cd {shlex.quote(unit['workdir'])}; "
+    sources = "; ".join(f"if [ -r {shlex.quote(f)} ]; then . {shlex.quote(f)}; fi" for f in unit["env_files"])
+    inner = (f"echo $$ > {PIDFILE}; cd {shlex.quote(unit['workdir'])}; "
              f"exec {shlex.join(unit['argv'])} > /tmp/llmfleet-bench-serve.log 2>&1")
-    # root reads the 0600 env files (as systemd does), then drops to the service user
-    script = (f"rm -f {PIDFILE}; setsid runuser -u {shlex.quote(unit['user'])} -- bash -c {shlex.quote(inner)} "
-              f"< /dev/null &")
+    # root reads the 0600 env files (as systemd does) and raises the fd limit (the unit's
+    # LimitNOFILE), then drops to the service user keeping that environment
+    script = (f"rm -f {PIDFILE}; set -a; {sources}; set +a; ulimit -n 20000; "
+              f"setsid runuser -u {shlex.quote(unit['user'])} -- bash -c {shlex.quote(inner)} < /dev/null &")
     sh(container, script)
 
 
