@@ -87,9 +87,15 @@ def hand_launch(container: str, unit: dict) -> None:
 
 
 def hand_stop(container: str) -> None:
-    sh(container, f"if [ -s {PIDFILE} ]; then pg=$(cat {PIDFILE}); kill -TERM -- -$pg 2>/dev/null; "
-                  f"for _i in $(seq 60); do kill -0 -- -$pg 2>/dev/null || break; sleep 1; done; "
-                  f"kill -KILL -- -$pg 2>/dev/null; rm -f {PIDFILE}; fi; true", check=False)
+    # setsid made runuser the session leader; the engine (the pid in PIDFILE) and its workers are in
+    # that session: signal the whole session, then check that nothing of it is left
+    out = sh(container, f"if [ -s {PIDFILE} ]; then sid=$(ps -o sid= -p $(cat {PIDFILE}) | tr -d ' '); "
+                        f"if [ -n \"$sid\" ]; then pkill -TERM -s $sid; "
+                        f"for _i in $(seq 60); do pgrep -s $sid >/dev/null || break; sleep 1; done; "
+                        f"pkill -KILL -s $sid; sleep 1; echo left=$(pgrep -s $sid | tr '\\n' ,); fi; "
+                        f"rm -f {PIDFILE}; fi; true", check=False)
+    if "left=" in out and out.split("left=", 1)[1].strip():
+        raise SystemExit(f"{container}: hand-started engine processes left after the stop: {out.strip()}")
 
 
 def get(url: str, key: str, body: dict | None = None, timeout: float = 5) -> tuple[int, bytes]:

@@ -93,6 +93,7 @@ def test_watchdog_restarts_a_hung_engine():
     h, ip = node("spark1"), FABRIC_IP["spark1"]
     interval, failures = DEFAULTS["safeguards_watchdog_interval"], DEFAULTS["safeguards_watchdog_failures"]
     wait_for(lambda: healthy(ip), 900)
+
     # armed: a probe has seen this engine healthy (a never-healthy one counts as loading)
     # (its state file: the journal's "healthy" line is written once per engine start and scrolls away)
     def armed():
