@@ -16,7 +16,7 @@ COLL_LINK := $(ROOT)/.build/collections/ansible_collections/llmfleet/cluster
 REQ_STAMP := $(VENV)/.req-$(shell sha256sum requirements-dev.txt | cut -c1-12)
 
 .PHONY: help demo test deps venv link image lab-up lab-down unit sanity lint build molecule clean \
-	integration-controller integration-nccl integration-nccl-full
+	integration-controller integration-nccl integration-nccl-full integration-two-clusters
 
 help:
 	@echo "make demo   - bring up the simulated lab and run site.yml on it (all set-up included)"
@@ -73,7 +73,7 @@ molecule-%: venv link lab-up
 
 # Controller-side integration: bad inventories (no host contacted), upgrade batching.
 integration-controller: venv link
-	$(BIN)/pytest -q tests/integration/preflight tests/integration/upgrade
+	$(BIN)/pytest -q tests/integration/preflight tests/integration/upgrade tests/integration/memory_fit tests/integration/models tests/integration/python_env_source
 
 # A real NCCL compile (a subset of its kernels) with CUDA 13.0 nvcc; the full build is opt-in.
 integration-nccl: venv link
@@ -81,6 +81,11 @@ integration-nccl: venv link
 
 integration-nccl-full: venv link
 	tests/integration/nccl/run.sh --full
+
+# Opt-in, on the converged sim lab (~25 min, not in `make test`): the sim re-grouped into two clusters,
+# both upgraded by one upgrade.yml run one after the other while the other serves; ends as `make demo` leaves it.
+integration-two-clusters: venv link
+	LLMFLEET_TWO_CLUSTERS=1 $(BIN)/pytest -q -s tests/integration/upgrade/test_two_clusters_lab.py
 
 test: venv link
 	$(ROOT)/tools/ci/run_tests.sh

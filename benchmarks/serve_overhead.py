@@ -13,7 +13,14 @@ repetition measures two starts from a stopped engine, alternating so that load d
         the controller and send the same smoke completion. Timed from the first launch to the
         smoke's answer. The processes are then killed (their process group).
 
-Goal: median(role) / median(hand) <= 1.15. Writes benchmarks/results/serve_overhead-<stamp>.{json,csv}
+Both sides are also timed from their start to the smoke completion's answer: the role from its
+first task (a timeline callback, benchmarks/callback_plugins/llmfleet_timeline.py, records task
+start times; "the serve role's start" in the issue's words) to the start of the task after its
+wait for /health + smoke, so that the ansible-playbook process's own start-up (Python, inventory,
+plugins: a fixed ~3 s on the 2-core machine) is reported separately. Whole-command times stay in
+the results too.
+
+Goal: median(role from its start) / median(hand) <= 1.15. Writes benchmarks/results/serve_overhead-<stamp>.{json,csv}
 and a row in RESULTS.md; exits 1 when the goal is missed.
 
   ./.venv/bin/python benchmarks/serve_overhead.py --inventory .lab/sim/hosts.yml [--reps 2]
@@ -131,6 +138,20 @@ def wait_serving(base: str, model: str, key: str, timeout: float = 900) -> float
     return time.monotonic() - t0
 
 
+WAIT_DONE_TASK = "Keep the engine start's result"  # the serve role's task right after its wait
+
+
+def role_span(timeline: dict) -> float:
+    """Seconds from the play's first task to the start of the task after the API rank's wait."""
+    tasks = timeline["tasks"]
+    if not tasks:
+        raise SystemExit("timeline: no task recorded (was the llmfleet_timeline callback enabled?)")
+    ends = [t["start"] for t in tasks if t["task"].endswith(WAIT_DONE_TASK)]
+    if not ends:
+        raise SystemExit(f"timeline: no task named {WAIT_DONE_TASK!r}: did the role start the engine?")
+    return ends[-1] - tasks[0]["start"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--inventory", required=True, type=Path, help="a converged simlab's hosts.yml")
@@ -153,7 +174,11 @@ def main() -> int:
     container = {h: f"llmfleet-{lab}-{h}" for h in serving}
     base = f"http://{hosts[head]['llmfleet_fabric_ip']}:8000"
     stamp, run_id = bl.utc_stamp(), bl.utc_stamp().lower()
-    env = bl.ansible_env(lab, run_id)
+    timeline = Path(f"/tmp/llmfleet-bench-timeline-{run_id}.json")
+    env = bl.ansible_env(lab, run_id, {
+        "ANSIBLE_CALLBACK_PLUGINS": str(bl.ROOT / "benchmarks" / "callback_plugins"),
+        "ANSIBLE_CALLBACKS_ENABLED": "llmfleet_timeline",
+        "LLMFLEET_TIMELINE_FILE": str(timeline)})
     logs = bl.ROOT / ".cache" / "bench-logs" / f"serve_overhead-{stamp}"
     play = [str(bl.VENV_BIN / "ansible-playbook"), "playbooks/serve.yml", "-i", str(inv)]
     load0 = bl.loadavg()
@@ -161,12 +186,16 @@ def main() -> int:
     bl.log("stopping the serve units (untimed), reading them back")
     bl.timed(play + ["-e", "serve_state=stopped"], logs / "stop-0.log", env)
     units = {h: read_unit(container[h], args.unit) for h in serving}
-    rows, role, hand = [], [], []
+    rows, role, role_cmd, hand = [], [], [], []
     for rep in range(1, args.reps + 1):
         bl.log(f"rep {rep}: role start")
+        timeline.unlink(missing_ok=True)
         secs, _rc, out = bl.timed(play, logs / f"role-{rep}.log", env)
-        role.append(round(secs, 1))
-        rows.append({"rep": rep, "side": "role", "seconds": round(secs, 1), "changed": bl.recap_totals(out)["changed"]})
+        role_secs = role_span(json.loads(timeline.read_text()))
+        role_cmd.append(round(secs, 1))
+        role.append(round(role_secs, 1))
+        rows.append({"rep": rep, "side": "role", "seconds": round(role_secs, 1), "command_seconds": round(secs, 1),
+                     "changed": bl.recap_totals(out)["changed"]})
         bl.timed(play + ["-e", "serve_state=stopped"], logs / f"stop-role-{rep}.log", env)
         bl.log(f"rep {rep}: role {secs:.1f}s; hand start")
         t0 = time.monotonic()
@@ -179,7 +208,8 @@ def main() -> int:
             for h in reversed(order):
                 hand_stop(container[h])
         hand.append(round(secs, 1))
-        rows.append({"rep": rep, "side": "hand", "seconds": round(secs, 1), "changed": ""})
+        rows.append({"rep": rep, "side": "hand", "seconds": round(secs, 1), "command_seconds": round(secs, 1),
+                     "changed": ""})
         bl.log(f"rep {rep}: hand {secs:.1f}s")
     bl.log("starting the serve units again (untimed)")
     bl.timed(play, logs / "restore.log", env)
@@ -187,7 +217,9 @@ def main() -> int:
     met = ratio <= args.goal
     data = {"benchmark": "serve_overhead", "stamp": stamp, "machine": bl.machine(), "load_start": load0,
             "load_end": bl.loadavg(), "inventory": str(inv.relative_to(bl.ROOT)) if inv.is_relative_to(bl.ROOT) else str(inv),
-            "serving": order, "units": units, "role_s": role, "hand_s": hand, "median_role_s": bl.median(role),
+            "serving": order, "units": units, "role_s": role, "role_command_s": role_cmd, "hand_s": hand,
+            "median_role_s": bl.median(role), "median_role_command_s": bl.median(role_cmd),
+            "ratio_command": round(bl.median(role_cmd) / bl.median(hand), 3),
             "median_hand_s": bl.median(hand), "ratio": ratio, "goal": args.goal, "met": met,
             "other_containers": bl.other_labs()}
     bl.write_results("serve_overhead", stamp, data, rows)
@@ -195,7 +227,8 @@ def main() -> int:
         "date": bl.utc_now()[:10], "benchmark": "serve overhead (#7)", "machine": bl.machine_short(data["machine"]),
         "load": f"{load0[0]}→{data['load_end'][0]}",
         "command": f"benchmarks/serve_overhead.py --inventory {data['inventory']} --reps {args.reps}",
-        "numbers": f"role {role} s vs hand {hand} s; median ratio {ratio}",
+        "numbers": (f"role from its first task {role} s (whole ansible-playbook command {role_cmd} s) vs hand "
+                    f"{hand} s; median ratio {ratio} (whole command {data['ratio_command']})"),
         "goal": f"ratio ≤ {args.goal}", "met": "yes" if met else "no"})
     bl.log(f"role median {bl.median(role)}s, hand median {bl.median(hand)}s, ratio {ratio} (goal <= {args.goal})")
     return 0 if met else 1

@@ -13,6 +13,7 @@ a fixed state per sequence; sliding-window layers stop growing at the window.
 All sizes in GiB (2**30 bytes).
 """
 import math
+import re
 
 GIB = float(1 << 30)
 DTYPE_BYTES = {
@@ -31,6 +32,29 @@ KV_MARGIN = 1.10           # warn when the pool holds the requested KV with less
 
 class MemFitError(ValueError):
     """Not enough information to estimate (no config and no model_facts for a needed value)."""
+
+
+_DECIMAL = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
+_BINARY = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_human_int(value):
+    """Bytes from vLLM's human-readable integers (--kv-cache-memory-bytes): '1k' = 1000,
+    '1K' = 1024, '1.5g' = 1.5e9, '64M' = 64 MiB, a plain number = bytes."""
+    if isinstance(value, bool) or value is None:
+        raise MemFitError(f"expected a byte count, got {value!r}")
+    if isinstance(value, (int, float)):
+        return int(value)
+    text = str(value).strip()
+    match = re.match(r"^(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)(?:i?[bB])?$", text)
+    if not match:
+        raise MemFitError(f"'{value}' is not a byte count (examples: 68719476736, 64M, 1.5g)")
+    number, suffix = match.groups()
+    if suffix in _BINARY:
+        if "." in number:
+            raise MemFitError(f"'{value}': binary multipliers (K, M, G, T) take whole numbers (vLLM's rule)")
+        return int(number) * _BINARY[suffix]
+    return int(float(number) * _DECIMAL.get(suffix, 1))
 
 
 def dtype_bytes(name, default=2):

@@ -26,7 +26,9 @@ FIELDS = {
 MERGED_FIELDS = ("args", "env", "gates", "model_facts")
 GATE_FIELDS = {"min_version", "max_version", "values", "on_fail", "fallback", "reason"}
 RULE_FIELDS = {"min_version", "max_version", "allowed", "denied"}
-FILE_FIELDS = {"name", "url", "dest", "flag", "sha256"}
+FILE_FIELDS = {"name", "url", "path", "hf_repo", "hf_file", "hf_revision", "dest", "flag", "sha256"}
+# Where a profile's file comes from (exactly one; the models role fetches it on the controller).
+FILE_SOURCES = ("url", "path", "hf_repo")
 FACT_FIELDS = {
     "params", "weight_bits", "embedding_params", "dtype", "layers", "attention_layers",
     "kv_heads", "head_dim", "recurrent_state_mib", "max_position_embeddings", "weights_gib",
@@ -53,6 +55,7 @@ SERVING_FLAGS = {
         "max_model_len": "--max-model-len", "max_num_seqs": "--max-num-seqs",
         "gpu_memory_utilization": "--gpu-memory-utilization", "kv_cache_dtype": "--kv-cache-dtype",
         "mamba_ssm_cache_dtype": "--mamba-ssm-cache-dtype",
+        "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     },
     "sglang": {
         "max_model_len": "--context-length", "max_num_seqs": "--max-running-requests",
@@ -328,15 +331,34 @@ def validate_profile(profile):
             continue
         for key in sorted(set(item) - FILE_FIELDS):
             problems.append(f"{where}: unknown key '{key}' (known: {', '.join(sorted(FILE_FIELDS))})")
-        for key in ("name", "url", "dest"):
+        for key in ("name", "dest"):
             if not isinstance(item.get(key), str) or not item.get(key):
                 problems.append(f"{where}.{key}: required")
+        sources = [key for key in FILE_SOURCES if item.get(key) is not None]
+        if len(sources) != 1:
+            problems.append(f"{where}: give exactly one source of url, path, hf_repo (+ hf_file), got "
+                            f"{', '.join(sources) or 'none'}")
+        for key in ("url", "path", "hf_repo", "hf_file", "hf_revision", "sha256"):
+            if item.get(key) is not None and (not isinstance(item[key], str) or not item[key]):
+                problems.append(f"{where}.{key}: expected a non-empty string")
         if item.get("name") in seen:
             problems.append(f"{where}.name: '{item['name']}' is listed twice")
         seen.add(item.get("name"))
         url = item.get("url")
         if isinstance(url, str) and not re.match(r"^https?://", url):
             problems.append(f"{where}.url: expected an http(s) URL")
+        if isinstance(item.get("path"), str) and not item["path"].startswith("/"):
+            problems.append(f"{where}.path: expected an absolute path on the controller")
+        if isinstance(item.get("hf_repo"), str) and not item.get("hf_file"):
+            problems.append(f"{where}.hf_file: required with hf_repo (the file's path in the repository)")
+        if (item.get("hf_file") or item.get("hf_revision")) and not item.get("hf_repo"):
+            problems.append(f"{where}: hf_file/hf_revision need hf_repo")
+        sha = item.get("sha256")
+        if isinstance(sha, str) and not re.match(r"^[0-9a-f]{64}$", sha):
+            problems.append(f"{where}.sha256: expected 64 lowercase hex digits")
+        dest = item.get("dest")
+        if isinstance(dest, str) and ".." in dest.split("/"):
+            problems.append(f"{where}.dest: '..' is not allowed")
         flag = item.get("flag")
         if flag is not None and (not isinstance(flag, str) or not _FLAG.match(flag)):
             problems.append(f"{where}.flag: expected a flag such as --reasoning-parser-plugin")

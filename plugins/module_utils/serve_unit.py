@@ -42,7 +42,7 @@ def systemd_quote(arg):
 
 
 def render_unit(name, argv, user, group, env_files, workdir, description, digest,
-                restart_sec=5, memory_max='', kill_timeout=60, hardening=True, after=()):
+                restart_sec=5, memory_max='', kill_timeout=60, hardening=True, after=(), limit_nofile=20000):
     """Text of ``/etc/systemd/system/<name>.service``."""
     lines = [
         '# Managed by Ansible (llmfleet.cluster llm_server). Edit the inventory, not this file.',
@@ -67,7 +67,7 @@ def render_unit(name, argv, user, group, env_files, workdir, description, digest
         'TimeoutStopSec=%d' % kill_timeout,
         'Restart=always',
         'RestartSec=%d' % restart_sec,
-        'LimitNOFILE=20000',
+        'LimitNOFILE=%d' % limit_nofile,
     ]
     if memory_max:
         lines.append('MemoryMax=%s' % memory_max)

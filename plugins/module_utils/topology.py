@@ -8,6 +8,8 @@ serving group is the cluster's part of ``serve_nodes`` when that group has any, 
 nodes.
 """
 
+import ipaddress
+
 DEFAULT_CLUSTER = 'default'
 
 
@@ -47,7 +49,11 @@ def iface_for_ip(facts, ip):
     ``facts`` is ``ansible_facts`` (keys ``interfaces`` and one dict per interface with
     ``ipv4`` and ``ipv4_secondaries``). Names are never assumed: podman and real hosts alike
     name the fabric NIC differently from node to node.
+    A loopback ``ip`` (127.0.0.0/8, a one-host cluster's "fabric") is held by the interface with a
+    loopback address whose network contains it: Linux answers the whole 127.0.0.0/8 on ``lo``
+    although only 127.0.0.1/8 is listed.
     """
+    held = []
     for name in facts.get('interfaces') or []:
         data = facts.get(name.replace('-', '_')) or facts.get(name) or {}
         addrs = []
@@ -57,7 +63,22 @@ def iface_for_ip(facts, ip):
         for a in addrs:
             if a.get('address') == ip:
                 return data.get('device', name)
+            held.append((data.get('device', name), '%s/%s' % (a.get('address'), a.get('prefix') or 32)))
+    loop = _loopback_net(ip)
+    if loop is not None:
+        for device, cidr in held:
+            if _loopback_net(cidr) is not None and loop in ipaddress.ip_interface(cidr).network:
+                return device
     return ''
+
+
+def _loopback_net(text):
+    """The IPv4 address of ``text`` (``a.b.c.d`` or ``a.b.c.d/n``) when it is a loopback one, else None."""
+    try:
+        addr = ipaddress.ip_interface(str(text)).ip
+    except ValueError:
+        return None
+    return addr if addr.version == 4 and addr.is_loopback else None
 
 
 def prefix_for_ip(facts, ip, default=24):

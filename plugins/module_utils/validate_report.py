@@ -8,7 +8,8 @@ Input (``raw``), assembled by the playbook from what each host reported:
   gpus_expected}}`` (hostvars subset, enough for ``topology``);
 - ``results``: ``{host: {probe, collective, ray, smoke}}``, each ``None`` when that step did not run
   there (unreachable host, not the head, ...):
-  ``probe``: ``{ray_service, serve_units (systemctl list-units text), fabric_nic, mtu, rdma
+  ``probe``: ``{ray_service, serve_units (systemctl list-units text), fabric_nic, mtu, fabric_link_up,
+  fabric_peers ({peer fabric IP: ok|lost} from pings over the fabric, or {error}), rdma
   (rdma_info result), audit_env ({VAR: value} from the env files), fabric_transport}``;
   ``collective``: the ``collective_check`` result; ``ray``: the ``ray_cluster_info`` result (its
   failure included); ``smoke``: the ``serve_smoke`` result with ``url`` and ``model``;
@@ -225,6 +226,72 @@ def _host_checks(cl, host, out):
                          '`systemctl disable --now %s`' % (units[0]['unit'], host, units[0]['unit'])))
 
 
+def _fabric_reach_checks(cl, out):
+    """Who reaches whom over the fabric (each node pinged the others from its fabric IP).
+
+    A node that reaches none of its peers while none of them reaches it is *cut off*: the FAIL
+    names it, its NIC and link state. A node that only misses cut-off peers gets a WARN pointing
+    there; one that misses peers which others reach gets a FAIL of its own (a one-way block).
+    Probes without ping data (older reports) give no line.
+    """
+    seen = {}
+    for h in cl.hosts:
+        probe = cl.res(h, 'probe') or {}
+        peers = probe.get('fabric_peers')
+        if isinstance(peers, dict):
+            seen[h] = peers
+    if not seen:
+        return
+    by_ip = {cl.ip(h): h for h in cl.hosts}
+
+    def reach(a, b):
+        """True/False when a pinged b, None when a did not (or could not) ping b."""
+        state = (seen.get(a) or {}).get(cl.ip(b))
+        return None if state is None else state == 'ok'
+
+    def peers_of(h):
+        return [p for p in cl.hosts if p != h]
+
+    cut = set()
+    for h in cl.hosts:
+        outward = [reach(h, p) for p in peers_of(h)]
+        inward = [reach(p, h) for p in peers_of(h)]
+        probed = [r for r in outward + inward if r is not None]
+        if probed and not any(probed):
+            cut.add(h)
+    for h in cl.hosts:
+        if h not in seen:
+            continue
+        probe = cl.res(h, 'probe') or {}
+        nic = probe.get('fabric_nic') or '?'
+        link = probe.get('fabric_link_up')
+        where = '%s on %s, link %s' % (cl.ip(h), nic, 'DOWN' if link is False else ('up' if link else 'state unknown'))
+        if 'error' in seen[h]:
+            out.append(check(WARN, h, 'fabric reachability', 'could not ping the peers: %s' % seen[h]['error']))
+            continue
+        unknown = sorted(ip for ip in seen[h] if ip not in by_ip)
+        lost = [p for p in peers_of(h) if reach(h, p) is False]
+        reached = [p for p in peers_of(h) if reach(h, p)]
+        if h in cut:
+            out.append(check(FAIL, h, 'fabric reachability', 'CUT OFF: %s (%s) reaches none of %s over the fabric and none '
+                             'of them reaches it; fix: %s on %s, then the cable/port and switch '
+                             '(`nft list ruleset` shows a firewall dropping the fabric)' % (
+                                 h, where, ', '.join('%s (%s)' % (p, cl.ip(p)) for p in lost),
+                                 '`ip link set %s up`' % nic if link is False else '`ip link show %s`' % nic, h)))
+        elif [p for p in lost if p not in cut]:
+            out.append(check(FAIL, h, 'fabric reachability', 'from %s (%s) no answer from %s over the fabric; '
+                             'fix: a firewall or route on %s or on them (`nft list ruleset`, `ip route get <ip>`)' % (
+                                 h, where, ', '.join('%s (%s)' % (p, cl.ip(p)) for p in lost if p not in cut), h)))
+        elif lost:
+            out.append(check(WARN, h, 'fabric reachability', 'reaches %s; not %s (cut off, see its line)' % (
+                ', '.join(reached) or 'no peer', ', '.join(lost))))
+        else:
+            out.append(check(PASS, h, 'fabric reachability', 'reaches %s from %s' % (
+                ', '.join('%s (%s)' % (p, cl.ip(p)) for p in reached) or 'no peer (one-node cluster)', where)))
+        if unknown:
+            out.append(check(WARN, h, 'fabric reachability', 'pinged %s, no host of this cluster' % ', '.join(unknown)))
+
+
 def _cluster_ray_check(cl, out):
     if not cl.head:
         out.append(check(FAIL, cl.target, 'ray cluster', 'no ray_head in this cluster'))
@@ -357,6 +424,10 @@ def _serve_checks(cl, out):
     out.append(check(PASS, cl.target, 'serve smoke', '%d completion(s) of %s from the controller via %s/v1: %s token(s), %r'
                      % (len(smoke.get('latencies_s') or []), model, url, _fmt(max(smoke.get('completion_tokens') or [0])),
                         _printable(smoke.get('text'))[:60])))
+    stream = smoke.get('stream') or {}
+    if stream:
+        out.append(check(PASS, cl.target, 'serve stream', 'streamed chat completion: %d content chunk(s), first after %s s, '
+                         'closed with [DONE]' % (stream.get('content_chunks') or 0, _fmt(stream.get('first_chunk_s')))))
     limit = _num(cl.params.get('latency_max_s'), 30)
     p50, worst = _num(smoke.get('p50_s')), _num(smoke.get('max_s'))
     detail = 'p50 %s s, max %s s, %s tokens/s (limit %s s)' % (_fmt(p50), _fmt(worst), _fmt(smoke.get('tokens_per_s')), _fmt(limit))
@@ -419,6 +490,7 @@ def evaluate(raw):
         host_checks = []
         for h in cl.hosts:
             _host_checks(cl, h, host_checks)
+        _fabric_reach_checks(cl, host_checks)
         cluster_checks = []
         _cluster_ray_check(cl, cluster_checks)
         _env_consistency(cl, cluster_checks)

@@ -22,15 +22,14 @@ options:
       - When the tool is not there, the module returns no GPU (with a warning when this path was
         given but does not exist).
     type: path
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: full
     platforms: posix
 seealso:

@@ -75,6 +75,18 @@ options:
     description: C(MemoryMax=) of the unit (empty = none).
     type: str
     default: ''
+  stop_timeout:
+    description:
+      - C(TimeoutStopSec=) of the unit, seconds. Bounds each phase of a stop (SIGTERM, then SIGKILL of
+        whatever is left of the unit's processes).
+    type: int
+    default: 60
+  limit_nofile:
+    description:
+      - C(LimitNOFILE=) of the unit. A value above the service manager's hard limit fails the unit
+        at exec (status 205/LIMITS); the serve role passes at most PID 1's hard limit.
+    type: int
+    default: 20000
   hardening:
     description: Add the systemd sandboxing options.
     type: bool
@@ -184,10 +196,14 @@ class Server:
         self.p = module.params
         self.unit = os.path.join(self.p['unit_dir'], self.p['name'] + '.service')
         self.env_path = os.path.join(self.p['env_dir'], self.p['name'] + '.env')
-        self.systemctl = module.get_bin_path('systemctl', required=True)
+        # check mode renders and compares files only: a host without systemd (the GPU test VMs,
+        # tests/gpu/README.md) still gets the unit the collection would install
+        self.systemctl = module.get_bin_path('systemctl', required=not module.check_mode)
 
     # ------------------------------------------------------------------ systemd
     def ctl(self, *args, check=True):
+        if self.systemctl is None:  # check mode without systemd: no unit is known to it
+            return 1, ''
         rc, out, err = self.m.run_command([self.systemctl] + list(args))
         if check and rc != 0:
             self.m.fail_json(msg='systemctl %s failed: %s' % (' '.join(args), err.strip()), **self.journal_result())
@@ -302,6 +318,8 @@ def main():
             workdir=dict(type='path', default='/var/lib/llmfleet'),
             description=dict(type='str', default='llmfleet engine'),
             memory_max=dict(type='str', default=''),
+            limit_nofile=dict(type='int', default=20000),
+            stop_timeout=dict(type='int', default=60),
             hardening=dict(type='bool', default=True),
             health_url=dict(type='str', default=''),
             served_model_name=dict(type='str', default=''),
@@ -320,7 +338,8 @@ def main():
     digest = serve_unit.serve_hash(p['argv'], p['env'], p['release'] + '/' + p['group_hash'], p['secret_env'])
     unit_text = serve_unit.render_unit(
         p['name'], p['argv'], p['user'], p['group'], p['env_files'] + [s.env_path], p['workdir'],
-        p['description'], digest, memory_max=p['memory_max'], hardening=p['hardening'])
+        p['description'], digest, memory_max=p['memory_max'], hardening=p['hardening'],
+        limit_nofile=p['limit_nofile'], kill_timeout=p['stop_timeout'])
     try:
         env_text = serve_unit.render_env(dict(p['env'], **p['secret_env']))
     except ValueError as exc:

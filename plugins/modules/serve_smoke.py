@@ -44,6 +44,12 @@ options:
     description: Seconds per request.
     type: int
     default: 120
+  stream:
+    description:
+      - "Also send one streamed chat completion (C(stream=true), server-sent events) and require at least one
+        content chunk and the closing C(data: [DONE])."
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -103,6 +109,10 @@ text:
   description: The first completion's text.
   type: str
   returned: always
+stream:
+  description: The streamed completion when I(stream) - C(content_chunks), C(done) (C([DONE]) seen), C(first_chunk_s); else empty.
+  type: dict
+  returned: always
 error:
   description: What failed; empty when everything worked.
   type: str
@@ -117,6 +127,36 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.llmfleet.cluster.plugins.module_utils import collective
 
 
+def stream_once(base, headers, p):
+    """One streamed chat completion: ({content_chunks, done, first_chunk_s}, error or '')."""
+    body = json.dumps({'model': p['model'], 'max_tokens': p['max_tokens'], 'temperature': 0, 'stream': True,
+                       'messages': [{'role': 'user', 'content': p['prompt']}]})
+    out = {'content_chunks': 0, 'done': False, 'first_chunk_s': None}
+    t0 = time.monotonic()
+    try:
+        resp = open_url(base + '/v1/chat/completions', data=body, headers=headers, method='POST', timeout=p['timeout'])
+        for raw in resp:
+            line = raw.decode('utf-8', 'replace').strip()
+            if not line.startswith('data:'):
+                continue
+            data = line[len('data:'):].strip()
+            if data == '[DONE]':
+                out['done'] = True
+                break
+            delta = ((json.loads(data).get('choices') or [{}])[0].get('delta') or {})
+            if delta.get('content'):
+                out['content_chunks'] += 1
+                if out['first_chunk_s'] is None:
+                    out['first_chunk_s'] = round(time.monotonic() - t0, 3)
+    except Exception as exc:  # pylint: disable=broad-except
+        return out, 'POST %s/v1/chat/completions (stream): %s' % (base, exc)
+    if not out['content_chunks']:
+        return out, 'the streamed completion sent no content chunk'
+    if not out['done']:
+        return out, 'the streamed completion ended without data: [DONE]'
+    return out, ''
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -127,6 +167,7 @@ def main():
             max_tokens=dict(type='int', default=16, no_log=False),
             prompt=dict(type='str', default='Say hello in five words.'),
             timeout=dict(type='int', default=120),
+            stream=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
     )
@@ -136,7 +177,7 @@ def main():
     if p['api_key']:
         headers['Authorization'] = 'Bearer ' + p['api_key']
     res = dict(changed=False, ok=False, models=[], latencies_s=[], completion_tokens=[], text='', error='',
-               p50_s=None, max_s=None, tokens_per_s=None)
+               p50_s=None, max_s=None, tokens_per_s=None, stream={})
     try:
         doc = json.loads(open_url(base + '/v1/models', headers=headers, timeout=p['timeout']).read())
         res['models'] = [m.get('id') for m in doc.get('data') or []]
@@ -167,6 +208,8 @@ def main():
         res['tokens_per_s'] = round(toks / res['p50_s'], 2) if res['p50_s'] else None
     if not res['error'] and not all(res['completion_tokens']):
         res['error'] = 'a completion returned no tokens'
+    if p['stream'] and not res['error']:
+        res['stream'], res['error'] = stream_once(base, headers, p)
     res['ok'] = not res['error']
     module.exit_json(**res)
 

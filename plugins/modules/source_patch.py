@@ -68,15 +68,14 @@ options:
     type: str
     choices: [present, absent]
     default: present
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
     support: full
     platforms: posix
 notes:

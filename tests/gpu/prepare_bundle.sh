@@ -1,40 +1,36 @@
 #!/usr/bin/env bash
-# Controller side of the GPU validation (issue 11): render the GPU host's files with the
-# collection's roles (check mode) and pack what the offline host needs into carry folders of
-# under 64 MiB each (.gpu-bundle/x1, x2, x3; .gpu-bundle/ is git-excluded).
+# Controller side of the GPU validation (issue 11): pack what the offline host needs into carry
+# folders of under 64 MiB each with the repository (offline/x1, x2, x3; /offline/ is git-ignored).
+# Nothing is rendered here: the host renders its own files with the roles (run_gpu_validation.sh
+# render), so PID 1's limits and the GPU count are the host's.
 #
 #   tests/gpu/prepare_bundle.sh [SITE_TAR_XZ]
-#     SITE_TAR_XZ  the offline wheel bundle as one xz tar of site/ (default: the parts that
-#                  ../shared/offline-gpu/build_bundle.sh wrote to .gpu-bundle/parts, joined)
-# Needs: the controller toolchain (.venv), the NCCL source tarball (NCCL_TARBALL, default
-# ~/.cache/llmfleet/nccl/nvidia-nccl_2.29.7-1.orig.tar.gz), pip (ansible-core wheel for the host).
+#     SITE_TAR_XZ  the offline wheel bundle as one xz tar of site/ (default: offline/build/site.tar.xz,
+#                  which ../shared/offline-gpu/build_bundle.sh writes with B=offline/build)
+# Environment: NCCL_TARBALL (the NCCL source for the nccl role; default
+# ~/.cache/llmfleet/nccl/nvidia-nccl_2.29.7-1.orig.tar.gz, "none" = leave it out), PART_MIB (55).
+# Needs pip (ansible-core wheel for the host).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-b=$repo/.gpu-bundle
-site_tar=${1:-}
+b=$repo/offline
+site_tar=${1:-$b/build/site.tar.xz}
 nccl_tarball=${NCCL_TARBALL:-$HOME/.cache/llmfleet/nccl/nvidia-nccl_2.29.7-1.orig.tar.gz}
-export PATH=$repo/.venv/bin:$PATH
 cd "$repo"
 
-echo "== render (TP=2 and TP=1) with the roles, check mode"
-tests/gpu/render.sh "$b/stage"
-# the single-GPU run: same inventory, TP=1 on one GPU of the node (the planner wants TP x PP = GPUs)
-LLMFLEET_STAGE_EXTRA='-e {"llmfleet_tensor_parallel_size":1,"llmfleet_gpus_per_node":1}' tests/gpu/render.sh "$b/stage-tp1"
-
-echo "== ansible-core for the host (the nccl role runs there for real)"
+echo "== ansible-core for the host (the collection's playbooks run there, local connection)"
 mkdir -p "$b/ansible"
 [[ -f $b/ansible/ansible_core-2.19.14-py3-none-any.whl ]] || python3 -m pip download -q --no-deps --only-binary=:all: \
   --python-version 3.12 --implementation cp -d "$b/ansible" ansible-core==2.19.14 resolvelib==1.2.0
 
 echo "== carry folders"
 rm -rf "$b"/x1 "$b"/x2 "$b"/x3 "$b/split"; mkdir -p "$b"/x1 "$b"/x2 "$b"/x3 "$b/split"
-if [[ -z $site_tar ]]; then
-  cat "$b"/parts/part.* > "$b/split/site.tar.xz"; site_tar=$b/split/site.tar.xz
-fi
 sha256sum "$site_tar" | awk '{print $1 "  site.tar.xz"}' > "$b/x1/SHA256"
-(cd "$b/split" && split -n 3 -d "$site_tar" part.)
-mv "$b/split/part.00" "$b/x1/"; mv "$b/split/part.01" "$b/x2/"; mv "$b/split/part.02" "$b/x3/"
-rm -rf "$b/split"
-cp -a "$b/stage" "$b/stage-tp1" "$b/ansible" "$b/x1/"
-cp "$nccl_tarball" "$b/x1/$(python3 -c "import json; print(json.load(open('$b/stage/stage.json'))['nccl_source'].rsplit('/', 1)[1])")"
+(cd "$b/split" && split -b "${PART_MIB:-55}M" -d "$site_tar" part.)
+n=0; for f in "$b"/split/part.*; do n=$((n + 1)); mv "$f" "$b/x$n/"; done
+(( n <= 3 )) || { echo "bundle needs $n trips: raise PART_MIB"; exit 1; }
+rmdir "$b/split"
+cp -a "$b/ansible" "$b/x1/"
+if [[ $nccl_tarball != none ]]; then
+  cp "$nccl_tarball" "$b/x$n/nccl-2.29.7-1.tar.gz"
+fi
 du -sh "$b"/x1 "$b"/x2 "$b"/x3

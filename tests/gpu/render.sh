@@ -8,7 +8,7 @@ stage=$(realpath -m "${1:-$repo/.gpu-bundle/stage}")
 inventory=${2:-$repo/inventories/gpu-host}
 rm -rf "$stage"; mkdir -p "$stage"
 cd "$repo"
-export ANSIBLE_CONFIG=$repo/ansible.cfg ANSIBLE_COLLECTIONS_PATH=$repo/.build/collections
+export ANSIBLE_CONFIG=$repo/ansible.cfg ANSIBLE_COLLECTIONS_PATH=${ANSIBLE_COLLECTIONS_PATH:-$repo/.build/collections}
 export ANSIBLE_CALLBACK_PLUGINS=$repo/tests/gpu/callback_plugins ANSIBLE_CALLBACKS_ENABLED=llmfleet_stage
 export LLMFLEET_STAGE_DIR=$stage ANSIBLE_CACHE_PLUGIN=memory
 # serve_flag_check needs the engine's --help on the host; the render runs where no engine is installed

@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# GPU validation on an offline host without systemd (issue 11): the collection's rendered files
-# drive real CUDA vLLM over Ray, its nccl role builds NCCL there, and the results are measured.
+# GPU validation on an offline host without systemd (issue 11): the collection renders the host's
+# files ON the host (its roles, check mode), its units run there, its validate.yml and bench.yml
+# check and measure them there, and its nccl role builds NCCL there.
 #
-# On the controller first:  tests/gpu/prepare_bundle.sh   (renders with the roles, packs .gpu-bundle/x1..x3)
+# On the controller first: the offline wheel bundle (../shared/offline-gpu/build_bundle.sh) and
+#   tests/gpu/prepare_bundle.sh   (packs bundle parts + ansible-core wheels into carry folders)
 # On the host, from the repository root, phase by phase (each is idempotent):
-#   receive    copy the carried .gpu-bundle/x*/ to $XFER (the bundle arrives in several trips)
-#   setup      host facts; service user; release wrappers; the rendered env files to /etc/llmfleet;
-#              ansible-core; then the nccl role (playbooks/nccl.yml, real run) in the background
+#   receive    copy the carried carry folders ($CARRY_GLOB, default offline/x*/ and .gpu-bundle/x*/) to $XFER
+#   ansible    ansible-core from the carried wheels (/root/gpu-ansible), the collection linked for it
+#   render     tests/gpu/render.sh ON the host (the roles in check mode: PID 1's limits, GPU count of
+#              this host); TP = GPUs of the host (at most 2); the -e values go to $XFER/extra.json
+#   setup      host facts; service user; release wrappers; the rendered env files to /etc/llmfleet
+#   nccl_role  playbooks/nccl.yml for real in the background (needs the carried NCCL source)
 #   unpack     the offline wheel bundle (vLLM + Ray) into the bundle site
 #   model      the tiny random Llama (roles/models/files/make_tiny_llama.py), bf16-served
-#   collection Ray unit -> probe (GPUs, env audit) -> engine unit TP=2 -> time to healthy ->
-#              health/completion/streaming/env audit -> sweep (benchmarks/bench_serve_sweep.py)
-#   single     the engine unit rendered for TP=1 (one GPU): time to healthy, checks
+#   up         the rendered Ray unit and engine unit started by unit_exec.py (as systemd would; it
+#              records them for `unit_exec.py is-active/list-units`); time to healthy
+#   validate   playbooks/validate.yml -i inventories/gpu-host, local connection, validate_systemctl =
+#              unit_exec.py (no systemd here): Ray GPUs, env audit, MTU, serve unit, smoke, stream
+#   bench      playbooks/bench.yml -i inventories/gpu-host: `vllm bench serve` per level, CSV + PNG
+#   collection (older path) Ray probe -> engine unit TP=2 -> validate_gpu.py checks -> in-process sweep
+#   single     (older path) the engine unit rendered for TP=1 (one GPU): time to healthy, checks
 #   byhand     Ray + `vllm serve` started by hand with identical flags, same sweep (ratio)
 #   nccl       wait for the nccl role, then all-reduce busbw through stock and built NCCL
+#   down       stop the engine and Ray units
 #   pack       results to $OUT (results.tgz + summary)
 # Environment: XFER (/root/gpu-xfer), RES (/root/gpu-results), OUT (where results go).
 set -uo pipefail
@@ -33,11 +43,14 @@ run_as_user() { if [[ -f $XFER/as_root ]]; then echo ""; else stage_val service_
 
 phase_receive() {
   local d
-  for d in "$REPO"/.gpu-bundle/x*/; do [[ -d $d ]] && cp -a "$d". "$XFER"/; done
+  for d in ${CARRY_GLOB:-"$REPO"/offline/x*/ "$REPO"/.gpu-bundle/x*/}; do [[ -d $d ]] && cp -a "$d". "$XFER"/; done
   ls -la "$XFER" | tee -a "$RES/run.log"
 }
 
+need_stage() { [[ -f $XFER/stage/stage.json ]] || { log "no rendered stage ($XFER/stage/stage.json): run the render phase first"; return 1; }; }
+
 phase_setup() {
+  need_stage || return 1
   log "host facts"
   {
     echo "== date"; date -u +%FT%TZ
@@ -72,10 +85,35 @@ phase_setup() {
   if [[ ! -f $XFER/as_root ]] && ! runuser -u "$user" -- "$PY" -c 'import torch; assert torch.cuda.device_count() >= 1' >>"$RES/run.log" 2>&1; then
     log "the service user cannot use the GPUs here: services run as root"; touch "$XFER/as_root"
   fi
-  log "ansible-core for the nccl role (a real run, local connection)"
+}
+
+ansible_run() {  # ansible-playbook of the carried ansible-core, local connection, as root (no sudo here)
+  ( cd "$REPO" && PYTHONPATH=/root/gpu-ansible ANSIBLE_CONFIG="$REPO/ansible.cfg" ANSIBLE_COLLECTIONS_PATH=/root/gpu-ac \
+      ANSIBLE_CACHE_PLUGIN=memory ANSIBLE_NOCOLOR=1 "$PY" /root/gpu-ansible/bin/ansible-playbook "$@" \
+      -e ansible_become=false -e ansible_python_interpreter="$PY" -e @"$XFER/extra.json" )
+}
+
+phase_ansible() {
+  log "ansible-core from the carried wheels (the collection's playbooks run here, local connection)"
   rm -rf /root/gpu-ansible; "$PY" -m pip install -q --no-index --no-deps --no-compile --target /root/gpu-ansible "$XFER"/ansible/*.whl \
-    >>"$RES/run.log" 2>&1 || log "ansible-core install failed"
+    >>"$RES/run.log" 2>&1 || { log "ansible-core install failed"; return 1; }
   mkdir -p /root/gpu-ac/ansible_collections/llmfleet; ln -sfn "$REPO" /root/gpu-ac/ansible_collections/llmfleet/cluster
+  PYTHONPATH=/root/gpu-ansible "$PY" /root/gpu-ansible/bin/ansible-playbook --version | head -1 | tee -a "$RES/run.log"
+}
+
+phase_render() {
+  local gpus tp
+  gpus=$(nvidia-smi -L | grep -c '^GPU'); tp=$(( gpus >= 2 ? 2 : 1 ))
+  printf '{"llmfleet_tensor_parallel_size": %d, "llmfleet_gpus_per_node": %d}\n' "$tp" "$tp" > "$XFER/extra.json"
+  log "render on this host with the roles (check mode): $gpus GPU(s), $(cat "$XFER/extra.json")"
+  cp /proc/1/limits "$RES/pid1-limits.txt"
+  PATH=/root/gpu-ansible/bin:$PATH PYTHONPATH=/root/gpu-ansible ANSIBLE_COLLECTIONS_PATH=/root/gpu-ac ANSIBLE_NOCOLOR=1 \
+    LLMFLEET_STAGE_EXTRA="-e @$XFER/extra.json -e ansible_python_interpreter=$PY" \
+    "$REPO/tests/gpu/render.sh" "$XFER/stage" | tee "$RES/render.txt" || return 1
+  mkdir -p "$RES/rendered"; cp -a "$XFER/stage/etc" "$RES/rendered/"; cp "$XFER/stage/stage.json" "$RES/rendered/"
+}
+
+phase_nccl_role() {
   cp "$XFER/$(basename "$(stage_val nccl_source)")" "$(stage_val nccl_source)"
   log "starting playbooks/nccl.yml in the background (log: $RES/nccl-role.log)"
   ( cd "$REPO" && PYTHONPATH=/root/gpu-ansible ANSIBLE_CONFIG="$REPO/ansible.cfg" \
@@ -99,8 +137,9 @@ phase_unpack() {
 }
 
 phase_model() {
+  need_stage || return 1
   local model; model=$(stage_val model)
-  [[ -f $model/config.json ]] || "$PY" "$REPO/roles/models/files/make_tiny_llama.py" "$model" --hidden 256 --layers 4 \
+  [[ -f $model/config.json ]] || HF_HUB_OFFLINE=1 timeout 300 "$PY" "$REPO/roles/models/files/make_tiny_llama.py" "$model" --hidden 256 --layers 4 \
     --heads 4 --kv-heads 2 --vocab 1024 --max-pos 2048 >>"$RES/run.log" 2>&1
   id "$(stage_val service_user)" >/dev/null 2>&1 && chown -R "$(stage_val service_user)" "$model"
   ls -la "$model" | tee -a "$RES/run.log"
@@ -215,6 +254,48 @@ phase_nccl() {
     LD_PRELOAD=$lib LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
       "$PY" "$REPO/tests/gpu/allreduce_bw.py" --label built --port 29544 --out "$RES/allreduce-built.json" | tail -1
   fi
+}
+
+phase_up() {
+  local gpus tag
+  gpus=$("$PY" -c "import json; print(json.load(open('$XFER/extra.json'))['llmfleet_gpus_per_node'])")
+  tag=tp$gpus
+  ray_up "$XFER/stage$(stage_val ray_unit)"
+  log "engine unit (TP=$gpus over Ray, as rendered on this host)"
+  serve_up "$XFER/stage$(stage_val serve_unit)" "$tag" || return 1
+  timeout 90 "$(stage_val venv)/bin/python" -c "
+import ray, json; ray.init(address='$(stage_val ray_address)', logging_level='ERROR', log_to_driver=False)
+print(json.dumps({'nodes': [n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']], 'cluster_gpus': ray.cluster_resources().get('GPU'),
+                  'available_gpus': ray.available_resources().get('GPU', 0.0)}))" 2>/dev/null | tail -1 | tee "$RES/ray-in-use.json"
+}
+
+phase_validate() {
+  log "playbooks/validate.yml (local connection, no systemd: unit_exec.py answers is-active/list-units)"
+  local t0; t0=$(now)
+  ansible_run playbooks/validate.yml -i inventories/gpu-host \
+    -e '{"validate_systemctl": ["'"$PY"'", "'"$REPO"'/tests/gpu/unit_exec.py"]}' \
+    -e validate_report_dir="$RES" -e validate_report_raw="$RES/validate-raw.json" > "$RES/validate.log" 2>&1
+  local rc=$?
+  "$PY" -c "import json; print('\n'.join(json.load(open('$RES/validate.json'))['lines']))" 2>/dev/null || tail -40 "$RES/validate.log"
+  grep -E 'PLAY RECAP' -A2 "$RES/validate.log"
+  log "validate.yml rc=$rc in $("$PY" -c "print(round($(now) - $t0, 1))") s"
+  return $rc
+}
+
+phase_bench() {
+  log "playbooks/bench.yml (vllm bench serve per level from the head, CSV + PNG)"
+  local t0; t0=$(now)
+  ansible_run playbooks/bench.yml -i inventories/gpu-host -e bench_plot_python="$PY" -e bench_results_dir="$RES/bench" \
+    -e bench_label="${BENCH_LABEL:-collection-tp1}" -e bench_concurrency="${SWEEP_CONC:-1,2,4,8,16,32}" > "$RES/bench.log" 2>&1
+  local rc=$?
+  grep -E 'concurrency|wrote|sweep.csv|FAILED|fatal' "$RES/bench.log" | tail -20
+  grep -E 'PLAY RECAP' -A2 "$RES/bench.log"
+  log "bench.yml rc=$rc in $("$PY" -c "print(round($(now) - $t0, 1))") s"
+  return $rc
+}
+
+phase_down() {
+  stop_pid "$XFER/serve.pid" 30; stop_pid "$XFER/ray.pid" 30
 }
 
 phase_pack() {

@@ -5,6 +5,15 @@
   unit_exec.py start UNIT_FILE --log LOG --pidfile PID   start ExecStart in its own session
   unit_exec.py stop  --pidfile PID [--grace 20]          SIGTERM the session, then SIGKILL
   unit_exec.py env   UNIT_FILE                            print the environment it would get
+  unit_exec.py is-active UNIT                             as `systemctl is-active UNIT`
+  unit_exec.py list-units [--all --plain --no-legend --type=service] PATTERN
+                                                          as `systemctl list-units ...` (those flags' format)
+
+The last two answer for the units this script started (each start records the unit's name, main
+PID and Description= in $UNIT_EXEC_STATE_DIR, default /run/llmfleet/units): a unit is active
+while its main process lives. playbooks/validate.yml reads them through `validate_systemctl`
+where the host has no systemd (tests/gpu/README.md): the state it reports is the real state of
+the processes, from the supervisor that started them.
 
 What systemd would do and this does too: the environment is built only from the unit's
 EnvironmentFile= files in their order ("-" = may be missing) and Environment= lines, plus
@@ -18,6 +27,7 @@ override those too.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import grp
 import json
 import os
@@ -29,12 +39,24 @@ import subprocess
 import sys
 import time
 
+STATE_DIR = os.environ.get('UNIT_EXEC_STATE_DIR', '/run/llmfleet/units')
 PASS_PREFIXES = ('CUDA_', 'NVIDIA_')
 PASS_NAMES = ('PATH', 'LD_LIBRARY_PATH')
 
 
+def unit_name(path):
+    """llmfleet-ray for /x/llmfleet-ray.service (names may hold dots: llmfleet-serve-qwen3.5-122b)."""
+    base = os.path.basename(path)
+    return base[:-len('.service')] if base.endswith('.service') else base
+
+
 def parse_unit(path):
     """Return {key: [values]} of the [Service] section, continuation lines joined."""
+    return unit_section(path, 'Service')
+
+
+def unit_section(path, want):
+    """Return {key: [values]} of section ``want``, continuation lines joined."""
     section, out, pending = None, {}, ''
     with open(path) as f:
         lines = f.read().splitlines()
@@ -49,7 +71,7 @@ def parse_unit(path):
         if line.startswith('[') and line.endswith(']'):
             section = line[1:-1]
             continue
-        if section != 'Service' or '=' not in line:
+        if section != want or '=' not in line:
             continue
         key, value = line.split('=', 1)
         out.setdefault(key.strip(), []).append(value.strip())
@@ -136,6 +158,12 @@ def start(args):
                             stderr=subprocess.STDOUT, preexec_fn=preexec, close_fds=True)
     with open(args.pidfile, 'w') as f:
         f.write(str(proc.pid))
+    name = unit_name(args.unit)
+    os.makedirs(STATE_DIR, exist_ok=True)
+    with open(os.path.join(STATE_DIR, name + '.json'), 'w') as f:
+        json.dump({'unit': name, 'file': os.path.abspath(args.unit), 'pid': proc.pid,
+                   'description': (unit_section(args.unit, 'Unit').get('Description') or [''])[-1],
+                   'started_at': record['started_at']}, f)
     print(json.dumps({'pid': proc.pid, 'argv': argv, 'user': record['user'],
                       'env_files': loaded}))
 
@@ -159,6 +187,50 @@ def stop(args):
             time.sleep(0.5)
 
 
+def alive(pid):
+    """True while process ``pid`` runs (a zombie counts as gone)."""
+    try:
+        with open('/proc/%d/stat' % int(pid)) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def unit_states(pattern='*'):
+    """[(name, active, sub, description)] of the units started here whose name matches ``pattern``."""
+    out = []
+    if not os.path.isdir(STATE_DIR):
+        return out
+    for fname in sorted(os.listdir(STATE_DIR)):
+        if not fname.endswith('.json'):
+            continue
+        try:
+            with open(os.path.join(STATE_DIR, fname)) as f:
+                rec = json.load(f)
+        except (OSError, ValueError):
+            continue
+        name = rec.get('unit') or fname[:-5]
+        if not (fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(name + '.service', pattern)):
+            continue
+        up = alive(rec.get('pid', 0))
+        out.append((name, 'active' if up else 'inactive', 'running' if up else 'dead', rec.get('description') or ''))
+    return out
+
+
+def is_active(args):
+    name = args.unit[:-len('.service')] if args.unit.endswith('.service') else args.unit
+    states = [s for s in unit_states(name) if s[0] == name]
+    state = states[0][1] if states else 'inactive'
+    print(state)
+    return 0 if state == 'active' else 3
+
+
+def list_units(args):
+    for name, active, sub, desc in unit_states(args.pattern or '*'):
+        print('%s.service loaded %s %s %s' % (name, active, sub, desc))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -172,11 +244,22 @@ def main():
     t.add_argument('--grace', type=float, default=20)
     e = sub.add_parser('env')
     e.add_argument('unit')
+    a = sub.add_parser('is-active')
+    a.add_argument('unit')
+    lu = sub.add_parser('list-units')
+    for flag in ('--all', '--plain', '--no-legend'):
+        lu.add_argument(flag, action='store_true', help='accepted for systemctl compatibility')
+    lu.add_argument('--type', default='service')
+    lu.add_argument('pattern', nargs='?', default='*')
     args = ap.parse_args()
     if args.cmd == 'start':
         start(args)
     elif args.cmd == 'stop':
         stop(args)
+    elif args.cmd == 'is-active':
+        return is_active(args)
+    elif args.cmd == 'list-units':
+        return list_units(args)
     else:
         env, loaded = unit_env(parse_unit(args.unit), caller_base_env())
         print(json.dumps({'env': env, 'env_files': loaded}, indent=1, sort_keys=True))

@@ -2,8 +2,7 @@
 
 Release names: A is the inventory's (llmfleet_release), B a second release staged from the same
 wheelhouse, C one whose staged venv gets a patch that makes `vllm serve` raise (a release that
-installs fine and then cannot serve). The last test upgrades back to A, so the lab ends as the
-inventory declares it."""
+installs fine and then cannot serve). The lab ends on B (see the order note below)."""
 import json
 import os
 
@@ -68,21 +67,9 @@ def test_patch_applies_reverts_and_reapplies_on_the_installed_vllm():
 
 
 # ------------------------------------------------------------------ upgrade (issue 10)
-def test_upgrade_to_a_broken_release_rolls_every_node_back():
-    extra = {"llmfleet_release": RELEASE_C, "engine_patches_dir": PATCHES,
-             "engine_patches_enabled": ["sim-broken-serve"]}
-    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars=extra, timeout=1800)
-    assert rc != 0
-    flat = " ".join(out.split())  # the callback wraps long messages
-    assert f"to {RELEASE_C} FAILED" in flat and f"ROLLED BACK every node to {RELEASE_A}" in flat
-    assert "broken on purpose" in flat  # the engine's own error reached the operator
-    assert {h: current(h) for h in HOSTS} == {h: RELEASE_A for h in HOSTS}
-    assert completion_tokens() == 8
-    # the broken release stays staged beside A for inspection; A's files were never patched
-    assert "sim-broken-serve" in node("spark1").file(site_file("spark1", RELEASE_C, "vllm/entrypoints/cli/serve.py")).content_string
-    assert "sim-broken-serve" not in node("spark1").file(site_file("spark1", RELEASE_A, "vllm/entrypoints/cli/serve.py")).content_string
-
-
+# Order (conftest's LAST runs this file after every other check, before the teardown): A -> B, the
+# same upgrade again is a no-op, then a broken C from B rolls back to B. The lab stays on B: the
+# teardown follows, and the next converge (site.yml) switches `current` back to the inventory's A.
 def test_upgrade_a_to_b_serves_after_and_reports_downtime():
     rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_B}, timeout=1800)
     assert rc == 0
@@ -100,11 +87,25 @@ def test_upgrade_a_to_b_serves_after_and_reports_downtime():
     assert "path=/opt/llmfleet/venvs/current/bin/" in exec_start and RELEASE_B not in exec_start
 
 
-def test_upgrade_back_to_the_inventory_release_then_site_is_a_noop():
-    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_A}, timeout=1800)
-    assert rc == 0
-    assert {h: current(h) for h in HOSTS} == {h: RELEASE_A for h in HOSTS}
-    # nothing to do now: the play ends before staging, nothing changes
-    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_A})
-    assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())
+def test_the_same_upgrade_again_is_a_noop():
+    # nothing to do now: the play ends before staging, nothing changes, nothing restarts
+    before = node("spark1").check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {UNIT}")
+    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_B})
+    assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values()), recap(out)
+    assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
+    assert node("spark1").check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {UNIT}") == before
+
+
+def test_upgrade_to_a_broken_release_rolls_every_node_back():
+    extra = {"llmfleet_release": RELEASE_C, "engine_patches_dir": PATCHES,
+             "engine_patches_enabled": ["sim-broken-serve"]}
+    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars=extra, timeout=1800)
+    assert rc != 0
+    flat = " ".join(out.split())  # the callback wraps long messages
+    assert f"to {RELEASE_C} FAILED" in flat and f"ROLLED BACK every node to {RELEASE_B}" in flat
+    assert "broken on purpose" in flat  # the engine's own error reached the operator
+    assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
     assert completion_tokens() == 8
+    # the broken release stays staged beside B for inspection; B's files were never patched
+    assert "sim-broken-serve" in node("spark1").file(site_file("spark1", RELEASE_C, "vllm/entrypoints/cli/serve.py")).content_string
+    assert "sim-broken-serve" not in node("spark1").file(site_file("spark1", RELEASE_B, "vllm/entrypoints/cli/serve.py")).content_string

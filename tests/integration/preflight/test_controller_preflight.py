@@ -154,6 +154,29 @@ def test_controller_preflight(runs, case):
         assert any(line in got for got in res["report"]["lines"]), line
 
 
+# Every bad-inventory case issue 9 lists, and the fixture(s) that cover it.
+ISSUE_CASES = {
+    "two heads in one cluster": ["two_heads", "two_heads_one_cluster"],
+    "duplicate fabric IP": ["duplicate_fabric_ip"],
+    "malformed fabric IP": ["malformed_fabric_ip"],
+    "missing fabric IP": ["missing_fabric_ip"],
+    "unknown arch": ["unknown_arch"],
+    "TP x PP not matching the GPUs": ["tp_pp_mismatch", "tp_pp_vars_mismatch", "serve_nodes_mismatch"],
+    "versions differing across the serving group": ["versions_differ"],
+}
+GOOD_CASES = ["good", "good_serve_nodes", "good_two_clusters"]
+
+
+def test_table_covers_the_issue_cases():
+    for case, fixtures in ISSUE_CASES.items():
+        for name in fixtures:
+            assert name in CASES, f"{case}: fixture {name} missing"
+            assert expected(name)["ok"] is False, f"{case}: {name} must fail"
+            assert any(line.startswith("FAIL ") for line in expected(name)["present"]), name
+    for name in GOOD_CASES:
+        assert name in CASES and expected(name)["ok"] is True, name
+
+
 def test_recorder_sees_contact_attempts(runs):
     """Positive control: the host play does try to reach the fixture hosts, and the recorder logs it."""
     res = runs[CONTROL]

@@ -3,8 +3,11 @@
 Two inventory hosts, nodea (ray_head) and nodeb, are both this machine, so they share one
 /etc/machine-id: the duplicate check must name both and give the fix. A TCP listener on a free port
 stands in for a foreign process on the Ray port, a temp dir with a dangling session_latest for a
-stale Ray session, and an extra var replaces the gpu_info result (extra vars win over register) to
-exercise the declared-vs-detected arch check. Nothing here touches another machine.
+stale Ray session, and extra vars replace the gpu_info and rdma_info results per host (extra vars win
+over register; the modules still run here) to exercise the declared-vs-detected arch check, the
+driver/CUDA parity (nodea and nodeb report the H100 and H200 fixtures' versions) and the RDMA state
+of the fabric NIC (nodea: its port is Down; nodeb: no RDMA port on it). The host lines also land in
+the JSON report. Nothing here touches another machine.
 
 Run: .venv/bin/pytest tests/integration/preflight -q
 """
@@ -44,7 +47,7 @@ def result(tmp_path_factory):
     found = local_ipv4()
     if not found:
         pytest.skip("no non-loopback IPv4 on this machine")
-    ip, _iface = found
+    ip, iface = found
     link = COLLECTIONS / "ansible_collections" / "llmfleet" / "cluster"
     if not link.is_symlink():
         link.parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +74,25 @@ def result(tmp_path_factory):
         "preflight_min_disk_gb": 10 ** 7,
         "preflight_fabric_mtu": 65536,
         "preflight_mtu_fatal": True,
-        "preflight_gpu": {"gpu_count": 1, "gpu_arch": "sm_90", "gpus": [{"arch": "sm_90"}]},
+        # per host: a template over a dict of fake gpu_info / rdma_info results
+        "preflight_gpu": "{{ preflight_test_gpus[inventory_hostname] }}",
+        "preflight_test_gpus": {
+            "nodea": {"gpu_count": 1, "gpu_arch": "sm_90", "gpus": [{"arch": "sm_90"}],
+                      "driver_version": "550.54.15", "cuda_version": "12.4", "nvidia_smi_error": None},
+            "nodeb": {"gpu_count": 1, "gpu_arch": "sm_90", "gpus": [{"arch": "sm_90"}],
+                      "driver_version": "580.159.04", "cuda_version": "13.0", "nvidia_smi_error": None},
+        },
+        "preflight_rdma_expected": True,  # this machine may be a container: check anyway
+        "preflight_rdma": "{{ preflight_test_rdma[inventory_hostname] }}",
+        "preflight_test_rdma": {
+            "nodea": {"source": "ibdev2netdev", "rdma_devices": [
+                {"ibdev": "rocep1s0f1", "port": 1, "netdev": iface, "state": "Down", "port_state": "DOWN",
+                 "link_layer": "Ethernet", "ipv4": ip, "mtu": 1500}]},
+            "nodeb": {"source": "ibdev2netdev", "rdma_devices": [
+                {"ibdev": "roceP2p1s0f1", "port": 1, "netdev": "enP2p1s0f1np1", "state": "Up",
+                 "port_state": "ACTIVE", "link_layer": "Ethernet", "ipv4": None, "mtu": 9000}]},
+        },
+        "preflight_report_json": str(work / "report.json"),
     }
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
            "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(work / "facts"), "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
@@ -84,8 +105,10 @@ def result(tmp_path_factory):
     finally:
         listener.close()
     machine_id = Path("/etc/machine-id").read_text().strip() if Path("/etc/machine-id").exists() else ""
+    report = work / "report.json"
     return {"rc": proc.returncode, "out": " ".join((proc.stdout + proc.stderr).split()), "port": port,
-            "ray_tmp": ray_tmp, "machine_id": machine_id, "raw": proc.stdout + proc.stderr}
+            "ray_tmp": ray_tmp, "machine_id": machine_id, "raw": proc.stdout + proc.stderr,
+            "report": json.loads(report.read_text()) if report.exists() else None}
 
 
 def test_fails_and_every_host_reports(result):
@@ -135,3 +158,33 @@ def test_fabric_nic_found_by_ip_and_mtu_fatal(result):
 def test_gpu_arch_declared_vs_detected(result):
     assert ("FAIL nodea: llmfleet_gpu_arch 'sm_121' declared but nvidia-smi reports sm_90; set llmfleet_gpu_arch: "
             "sm_90 for nodea") in result["out"]
+
+
+def test_driver_cuda_parity_names_both_hosts_versions_and_fix(result):
+    assert ("FAIL nodea: NVIDIA driver 550.54.15 / CUDA 12.4 differs from nodeb's 580.159.04 / CUDA 13.0 (sm_90 "
+            "hosts of cluster 'default' must run one driver and CUDA version") in result["out"]
+    assert "FAIL nodeb: NVIDIA driver 580.159.04 / CUDA 13.0 differs from nodea's 550.54.15 / CUDA 12.4" in result["out"]
+    assert "install driver 580.159.04 (CUDA 13.0) on nodea, or upgrade every sm_90 host of the cluster together" \
+        in result["out"]
+
+
+def test_rdma_state_of_the_fabric_nic(result):
+    ip, nic = local_ipv4()
+    assert (f"WARN nodea: RDMA device rocep1s0f1 port 1 on fabric NIC {nic} (llmfleet_fabric_ip {ip}) is Down "
+            "(port state DOWN, link layer Ethernet), expected Up / ACTIVE / Ethernet (preflight_rdma_expected is "
+            "true); NCCL would fall back to NET/Socket") in result["out"]
+    assert (f"WARN nodeb: no RDMA device is bound to fabric NIC {nic} (llmfleet_fabric_ip {ip}) (RDMA ports here: "
+            "roceP2p1s0f1 port 1 -> enP2p1s0f1np1 (Up))") in result["out"]
+    assert "Fix: RDMA is Up on enP2p1s0f1np1: put llmfleet_fabric_ip on that port" in result["out"]
+
+
+def test_host_lines_in_the_json_report(result):
+    report = result["report"]
+    assert report is not None, result["raw"][-3000:]
+    assert set(report["host_checks"]) == {"nodea", "nodeb"}
+    assert report["host_ok"] is False and report["ok"] is False
+    lines = report["host_checks"]["nodeb"]
+    assert lines[0].startswith("ok   python3 at /")
+    assert any(line.startswith("FAIL nodeb: NVIDIA driver 580.159.04") for line in lines)
+    assert any(line.startswith("WARN nodeb: no RDMA device is bound") for line in lines)
+    assert all(line[:4] in ("ok  ", "skip", "WARN", "FAIL") for line in lines), lines

@@ -56,7 +56,7 @@ def test_fixture_table_is_complete():
     assert len(CASES) >= 12
     assert {"good", "good_two_clusters", "good_serve_nodes", "two_heads", "duplicate_fabric_ip",
             "malformed_fabric_ip", "missing_fabric_ip", "unknown_arch", "tp_pp_mismatch",
-            "versions_differ", "serve_nodes_mismatch"} <= set(CASES)
+            "versions_differ", "serve_nodes_mismatch", "two_heads_one_cluster", "tp_pp_vars_mismatch"} <= set(CASES)
     for case in CASES:
         hosts = yaml.safe_load((FIXTURES / case / "hosts.yml").read_text())
         assert hosts["all"]["vars"]["ansible_connection"] == "ssh", case

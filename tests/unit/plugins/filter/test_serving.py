@@ -176,3 +176,27 @@ def test_filters_through_ansible(tmp_path):
         "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--headless",
         "--dtype", "float32", "--enforce-eager", "--max-model-len", "256", "--max-num-seqs", "4"]
     assert result["fit"] == "fit" and result["ok"] is True
+
+
+def test_memory_fit_honours_an_explicit_kv_cache_size():
+    """--kv-cache-memory-bytes (per GPU) replaces the utilisation share, on GPU and CPU profiles."""
+    plan = serving.serve_plan("qwen3.5-122b-fp8-vllm-tp2", TWO_SPARKS)
+    share = serving.memory_fit("qwen3.5-122b-fp8-vllm-tp2", plan)
+    fixed = serving.memory_fit("qwen3.5-122b-fp8-vllm-tp2", plan, overrides={"--kv-cache-memory-bytes": "8G"})
+    assert share["kv_pool_per_node_gib"] > 20
+    assert fixed["kv_pool_per_node_gib"] == 8.0
+    assert fixed["engine_budget_gib"] == pytest.approx(fixed["weights_per_node_gib"] + 2.0 + 8.0, abs=0.02)
+    sim = serving.serve_plan("sim-tiny-llama", [{"name": "a", "gpu_arch": "cpu"}, {"name": "b", "gpu_arch": "cpu"}])
+    assert serving.memory_fit("sim-tiny-llama", sim, node_memory_gib=23.5)["kv_pool_per_node_gib"] == 1.0
+    small = serving.memory_fit("sim-tiny-llama", sim, node_memory_gib=23.5, overrides={"--kv-cache-memory-bytes": "64M"},
+                               host_reserved_gib=2, host_floor_gib=1, host_warn_gib=2, activation_gib=1.5)
+    assert small["kv_pool_per_node_gib"] == pytest.approx(0.06, abs=0.005) and small["verdict"] == "fit"
+    env = serving.memory_fit("sim-tiny-llama", sim, node_memory_gib=23.5, env={"VLLM_CPU_KVCACHE_SPACE": "3"})
+    assert env["kv_pool_per_node_gib"] == 3.0
+
+
+def test_memory_fit_refuses_a_kv_pool_too_small_for_one_sequence():
+    plan = serving.serve_plan("qwen3.5-122b-fp8-vllm-tp2", TWO_SPARKS)
+    out = serving.memory_fit("qwen3.5-122b-fp8-vllm-tp2", plan, overrides={"--kv-cache-memory-bytes": "1M"})
+    assert out["verdict"] == "refuse"
+    assert "lower max_model_len or concurrency" in out["reasons"][0]

@@ -226,3 +226,28 @@ def test_cpu_backend_pool_is_fixed():
     assert out["kv_pool_per_node_gib"] == 1
     assert out["engine_budget_gib"] == pytest.approx(1.1 + out["weights_per_node_gib"], abs=0.01)
     assert out["verdict"] == "fit"
+
+
+@pytest.mark.parametrize("value, expected", [
+    (68719476736, 68719476736), ("64M", 64 << 20), ("1k", 1000), ("1K", 1024), ("1.5g", 1_500_000_000),
+    ("2G", 2 << 30), ("512", 512), ("4GiB", 4 << 30),
+])
+def test_parse_human_int(value, expected):
+    """vLLM's --kv-cache-memory-bytes: lowercase multipliers decimal, uppercase binary."""
+    assert memfit.parse_human_int(value) == expected
+
+
+@pytest.mark.parametrize("value", ["1.5G", "lots", "", None, True])
+def test_parse_human_int_errors(value):
+    with pytest.raises(memfit.MemFitError):
+        memfit.parse_human_int(value)
+
+
+def test_nemotron_pp4_on_the_lab_warns_near_the_floor():
+    """Notes 000: PP=4 at 0.85 on 121.7 GiB leaves the host 121.7 x 0.15 - 12 = 6.3 GiB: above the
+    6 GiB floor, under the 10 GiB warning."""
+    out = memfit.fit(NEMOTRON, pp=4, max_model_len=32768, kv_cache_dtype="fp8",
+                     node_memory_gib=SPARK_GIB, gpu_memory_utilization=0.85)
+    assert out["verdict"] == "warn"
+    assert out["host_headroom_gib"] == pytest.approx(6.26, abs=0.05)
+    assert any("the host keeps only 6.3 GiB (warn under 10.0)" in r for r in out["reasons"])

@@ -408,7 +408,8 @@ def test_no_secret_and_no_wildcard_bind_in_any_command(name):
 
 @pytest.mark.parametrize("name, expected", [
     ("qwen3.5-122b-fp8-vllm-tp2", {"max_model_len": 16384, "max_num_seqs": None, "gpu_memory_utilization": 0.80,
-                                   "kv_cache_dtype": None, "mamba_ssm_cache_dtype": None}),
+                                   "kv_cache_dtype": None, "mamba_ssm_cache_dtype": None,
+                                   "kv_cache_memory_bytes": None}),
     ("qwen3.5-122b-fp8-sglang-pp4", {"max_model_len": 32768, "max_num_seqs": 256, "gpu_memory_utilization": 0.85,
                                      "kv_cache_dtype": None, "mamba_ssm_cache_dtype": None}),
 ])

@@ -101,3 +101,11 @@ SGLANG_METRICS = 'sglang:num_running_reqs{model_name="m"} 3.0\n'
 ])
 def test_running_requests(text, expected):
     assert su.running_requests(text) == expected
+
+
+def test_limit_nofile_is_rendered_as_given():
+    # the serve role passes min(serve_limit_nofile, PID 1's hard limit) (raynet.clamp_nofile)
+    assert "LimitNOFILE=20000" in unit(ARGV_RAY).splitlines()
+    text = su.render_unit("x", ARGV_RAY, "llmfleet", "llmfleet", [], "/var/lib/llmfleet", "d", "abc",
+                          limit_nofile=4096)
+    assert "LimitNOFILE=4096" in text.splitlines() and "LimitNOFILE=20000" not in text

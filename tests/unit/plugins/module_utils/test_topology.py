@@ -40,6 +40,10 @@ FACTS = {
     ("10.231.0.11", "eth0", 24),
     ("192.168.100.10", "enP2p1s0f1np1", 24),  # a secondary address counts
     ("10.9.9.9", "", 24),
+    ("127.0.0.1", "lo", 8),
+    # a one-host cluster's fabric IP (inventories/gpu-host): Linux answers all of 127.0.0.0/8 on lo
+    ("127.0.0.2", "lo", 24),
+    ("10.231.1.12", "", 24),  # in eth1's subnet but not held: no match outside loopback
 ])
 def test_iface_and_prefix_for_ip(ip, iface, prefix):
     assert t.iface_for_ip(FACTS, ip) == iface

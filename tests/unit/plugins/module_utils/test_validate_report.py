@@ -297,3 +297,69 @@ def test_unreachable_results_fail_the_all_reduce():
     rep = vr.evaluate(raw)
     assert "spark2: Data could not be sent" in find(rep, "cluster/sim", "all-reduce")["detail"]
     assert find(rep, "cluster/sim", "all-reduce")["status"] == "FAIL"
+
+
+# ----------------------------------------------------------------------------- fabric reachability
+def _pings(raw, lost=(), link_down=()):
+    """Every host pinged every other; pairs in ``lost`` (a, b) got no answer; hosts in link_down have no link."""
+    hosts = raw["groups"]["all"]
+    for h in hosts:
+        probe = raw["results"][h]["probe"]
+        probe["fabric_link_up"] = h not in link_down
+        probe["fabric_peers"] = {IP[p]: ("lost" if (h, p) in lost else "ok") for p in hosts if p != h}
+    return raw
+
+
+def _cut(host):
+    return {(host, p) for p in IP if p != host} | {(p, host) for p in IP if p != host}
+
+
+def test_fabric_reachability_passes_when_every_node_reaches_every_other():
+    rep = vr.evaluate(_pings(base()))
+    assert rep["ok"], rep["lines"]
+    assert find(rep, "spark2", "fabric reachability")["detail"] == (
+        "reaches spark1 (10.231.1.11), thor1 (10.231.1.13) from 10.231.1.12 on eth1, link up")
+
+
+@pytest.mark.parametrize("link_down", [(), ("spark2",)], ids=["firewall drop", "link down"])
+def test_a_cut_off_node_fails_by_name_and_its_peers_point_to_it(link_down):
+    rep = vr.evaluate(_pings(base(), lost=_cut("spark2"), link_down=link_down))
+    assert not rep["ok"]
+    c = find(rep, "spark2", "fabric reachability")
+    assert c["status"] == "FAIL"
+    state = "DOWN" if link_down else "up"
+    assert c["detail"].startswith(f"CUT OFF: spark2 (10.231.1.12 on eth1, link {state}) reaches none of "
+                                  "spark1 (10.231.1.11), thor1 (10.231.1.13) over the fabric")
+    assert ("`ip link set eth1 up`" in c["detail"]) == bool(link_down)
+    for peer in ("spark1", "thor1"):
+        w = find(rep, peer, "fabric reachability")
+        assert w["status"] == "WARN" and w["detail"].endswith("not spark2 (cut off, see its line)")
+    assert "spark2" in rep["failed_targets"] and "spark1" not in rep["failed_targets"]
+
+
+def test_a_one_way_block_fails_on_the_node_that_sees_it():
+    rep = vr.evaluate(_pings(base(), lost={("thor1", "spark1")}))
+    c = find(rep, "thor1", "fabric reachability")
+    assert c["status"] == "FAIL" and "no answer from spark1 (10.231.1.11)" in c["detail"]
+    assert find(rep, "spark1", "fabric reachability")["status"] == "PASS"
+
+
+def test_two_node_cluster_cut_fails_both():
+    raw = base()
+    for h in ("thor1",):
+        del raw["results"][h]
+        del raw["inventory"][h]
+    raw["groups"] = {"all": ["spark1", "spark2"], "ray_head": ["spark1"], "ray_workers": ["spark2"],
+                     "serve_nodes": ["spark1", "spark2"]}
+    rep = vr.evaluate(_pings(raw, lost={("spark1", "spark2"), ("spark2", "spark1")}))
+    assert {c["target"] for c in rep["checks"] if c["check"] == "fabric reachability" and c["status"] == "FAIL"} == {
+        "spark1", "spark2"}
+
+
+def test_ping_error_warns_and_missing_ping_data_gives_no_line():
+    raw = _pings(base())
+    raw["results"]["thor1"]["probe"]["fabric_peers"] = {"error": "ping not installed (iputils-ping)"}
+    rep = vr.evaluate(raw)
+    assert find(rep, "thor1", "fabric reachability")["status"] == "WARN"
+    rep = vr.evaluate(base())
+    assert not [c for c in rep["checks"] if c["check"] == "fabric reachability"]

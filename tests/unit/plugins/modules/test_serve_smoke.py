@@ -40,11 +40,27 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802
         if self._authorized():
-            self._send(200, {"object": "list", "data": [{"id": "tiny-llama", "object": "model"}]})
+            models = [{"id": "tiny-llama", "object": "model"}, {"id": "cut", "object": "model"}]
+            self._send(200, {"object": "list", "data": models})
+
+    def _stream(self, req):
+        # what vLLM sends: a role chunk, content chunks, a finish chunk, then [DONE] (unless the model is "cut")
+        chunks = [{"role": "assistant", "content": ""}] + [{"content": "hi "}] * min(3, req["max_tokens"]) + [{}]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for delta in chunks:
+            doc = {"model": req["model"], "choices": [{"index": 0, "delta": delta}]}
+            self.wfile.write(("data: %s\n\n" % json.dumps(doc)).encode())
+        if req["model"] != "cut":
+            self.wfile.write(b"data: [DONE]\n\n")
+        self.close_connection = True
 
     def do_POST(self):  # noqa: N802
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self._authorized():
+        if req.get("stream") and self._authorized():
+            self._stream(req)
+        elif self._authorized():
             self._send(200, {"model": req["model"], "choices": [{"message": {"role": "assistant", "content": "hi " * 3}}],
                              "usage": {"completion_tokens": min(self.tokens, req["max_tokens"])}})
 
@@ -84,7 +100,7 @@ def test_smoke(monkeypatch, server, args, ok, words):
     assert res["ok"] is ok, res
     assert words in res["error"]
     if ok:
-        assert res["models"] == ["tiny-llama"] and len(res["latencies_s"]) == 3
+        assert res["models"] == ["tiny-llama", "cut"] and len(res["latencies_s"]) == 3
         assert res["completion_tokens"] == [8, 8, 8] and res["p50_s"] > 0 and res["max_s"] >= res["p50_s"]
         assert res["text"].startswith("hi")
 
@@ -92,3 +108,23 @@ def test_smoke(monkeypatch, server, args, ok, words):
 def test_unreachable_endpoint(monkeypatch):
     res = run(monkeypatch, {"url": "http://127.0.0.1:9", "model": "x", "timeout": 3})
     assert not res["ok"] and "/v1/models" in res["error"]
+
+
+# streamed completion: chunks counted, [DONE] required
+@pytest.mark.parametrize("model, ok, chunks, words", [
+    ("tiny-llama", True, 3, ""),
+    ("cut", False, 3, "without data: [DONE]"),
+])
+def test_stream(monkeypatch, server, model, ok, chunks, words):
+    res = run(monkeypatch, {"url": server, "model": model, "api_key": "sekret", "requests": 1, "max_tokens": 8,
+                            "stream": True})
+    assert res["ok"] is ok, res
+    assert res["stream"]["content_chunks"] == chunks
+    assert res["stream"]["done"] is ok
+    assert res["stream"]["first_chunk_s"] is not None
+    assert words in res["error"]
+
+
+def test_no_stream_by_default(monkeypatch, server):
+    res = run(monkeypatch, {"url": server, "model": "tiny-llama", "api_key": "sekret", "requests": 1})
+    assert res["ok"] and res["stream"] == {}

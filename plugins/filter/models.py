@@ -1,0 +1,56 @@
+"""Model distribution filters (the models role). Documentation beside this file in <name>.yml.
+
+The computation is in plugins/module_utils/model_fetch.py; this file only adapts errors.
+"""
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import model_fetch as _fetch
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain as _plain
+
+
+def _catch(func):
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except _fetch.FetchError as exc:
+            raise AnsibleFilterError(str(exc)) from exc
+    wrapper.__name__ = func.__name__
+    wrapper.__doc__ = func.__doc__
+    return wrapper
+
+
+@_catch
+def model_hf_argv(python, repo_id, local_dir, revision=None, allow_patterns=None, filename=None):
+    """argv that downloads a hub repository (or one file) into local_dir; the token goes in HF_TOKEN."""
+    return _fetch.hf_fetch_argv(python, repo_id, local_dir, revision or None,
+                                _plain(allow_patterns) if allow_patterns else None, filename)
+
+
+@_catch
+def model_url_items(items):
+    """models_urls normalised: dest, archive, download name; each needs a sha256."""
+    return _fetch.url_items(_plain(items))
+
+
+@_catch
+def model_node_path(model, models_dir):
+    """Node path of a profile's model: itself when a path, else models_dir/<hub id>."""
+    return _fetch.model_path(model, models_dir)
+
+
+@_catch
+def model_file_items(files, cache_dir, files_dir, python=None):
+    """A profile's files with their controller and node paths."""
+    return _fetch.file_items(_plain(files), cache_dir, files_dir, python)
+
+
+class FilterModule:
+    """llmfleet.cluster model distribution filters."""
+
+    def filters(self):
+        return {
+            "model_hf_argv": model_hf_argv,
+            "model_url_items": model_url_items,
+            "model_node_path": model_node_path,
+            "model_file_items": model_file_items,
+        }

@@ -1,0 +1,53 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Filters for the host-side preflight checks (see module_utils/preflight.py).
+
+``host | llmfleet.cluster.preflight_gpu_parity(hostvars, ansible_play_hosts_all, min_cuda)``
+compares the driver/CUDA of ``host`` with every host of its arch in its cluster (each host's
+registered ``preflight_gpu``); ``host | llmfleet.cluster.preflight_rdma_expectation(groups,
+hostvars, declared, transport, container)`` says whether its fabric should be RoCE;
+``rdma_result | llmfleet.cluster.preflight_rdma_check(host, expectation, fabric_ip, fabric_nic,
+fatal)`` checks the RDMA port bound to the fabric NIC. Each returns one check
+(``skip``/``problem``/``good``/``severity``).
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import preflight
+
+
+def _mapping(value, what):
+    if value is None:
+        return {}
+    if not hasattr(value, 'get'):
+        raise AnsibleFilterError('%s must be a mapping, got %r' % (what, type(value).__name__))
+    return value
+
+
+def gpu_parity(host, hostvars, hosts, min_cuda=None):
+    hostvars = _mapping(hostvars, 'preflight_gpu_parity: hostvars')
+    hosts = list(hosts or [])
+    if host not in hosts:
+        hosts.append(host)
+    fleet = preflight.gpu_fleet(hosts, hostvars)
+    return preflight.gpu_parity_check(host, fleet, dict(_mapping(min_cuda, 'preflight_gpu_parity: min_cuda')))
+
+
+def rdma_expectation(host, groups, hostvars, declared=None, transport='auto', container='none'):
+    return preflight.rdma_expectation(host, _mapping(groups, 'preflight_rdma_expectation: groups'),
+                                      _mapping(hostvars, 'preflight_rdma_expectation: hostvars'),
+                                      declared=declared, transport=transport, container=container)
+
+
+def rdma_check(rdma_result, host, expectation, fabric_ip='', fabric_nic='', fatal=False):
+    return preflight.rdma_check(host, rdma_result, expectation, fabric_ip=fabric_ip or '',
+                                fabric_nic=fabric_nic or '', fatal=fatal)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            'preflight_gpu_parity': gpu_parity,
+            'preflight_rdma_expectation': rdma_expectation,
+            'preflight_rdma_check': rdma_check,
+        }

@@ -1,0 +1,64 @@
+"""Tests for plugins/filter/preflight.py: the filters hand hostvars/groups to module_utils/preflight.py."""
+from pathlib import Path
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmfleet.cluster.plugins.filter.preflight import FilterModule
+from ansible_collections.llmfleet.cluster.plugins.module_utils import gpu
+
+FILTERS = FilterModule().filters()
+GPU = Path(__file__).resolve().parents[2] / 'fixtures' / 'gpu'
+
+
+def gpu_info(query, smi):
+    gpus = gpu.parse_query_gpu((GPU / query).read_text())[0]
+    return dict(gpu.summarize(gpus, (GPU / smi).read_text()), nvidia_smi_error=None)
+
+
+HOSTVARS = {
+    'spark1': {'llmfleet_cluster': 'lab', 'llmfleet_gpu_arch': 'sm_121',
+               'preflight_gpu': gpu_info('gb10_query.csv', 'gb10_smi.txt')},
+    'spark2': {'llmfleet_cluster': 'lab', 'llmfleet_gpu_arch': 'sm_121',
+               'preflight_gpu': gpu_info('gb10_query.csv', 'gb10_smi.txt')},
+    'hop1': {'llmfleet_cluster': 'lab', 'llmfleet_gpu_arch': 'sm_90',
+             'preflight_gpu': gpu_info('h100_x8_query.csv', 'h100_smi.txt')},
+    'hop2': {'llmfleet_cluster': 'lab', 'llmfleet_gpu_arch': 'sm_90',
+             'preflight_gpu': gpu_info('h200_query.csv', 'h200_smi.txt')},
+}
+GROUPS = {'all': list(HOSTVARS), 'ray_head': ['spark1'], 'ray_workers': ['spark2'],
+          'serve_nodes': ['spark1', 'spark2']}
+
+
+def test_filters_registered():
+    assert {'preflight_gpu_parity', 'preflight_rdma_expectation', 'preflight_rdma_check'} <= set(FILTERS)
+
+
+@pytest.mark.parametrize('host, hosts, min_cuda, want', [
+    ('spark1', ['spark1', 'spark2'], {}, "driver 580.95.05 / CUDA 13.0 on sm_121 (>= CUDA 13.0), same as spark2"),
+    # the host itself is compared even when the play's host list lacks it (a --limit run)
+    ('spark1', [], None, "the only sm_121 host of cluster 'lab'"),
+    ('hop1', list(HOSTVARS), None, "hop1: NVIDIA driver 550.54.15 / CUDA 12.4 differs from hop2's 580.159.04"),
+    ('hop2', ['hop2'], {'sm_90': '13.1'}, 'hop2: CUDA 13.0 (driver 580.159.04) on sm_90 (Hopper), which needs '
+                                          'CUDA >= 13.1'),
+])
+def test_gpu_parity_filter(host, hosts, min_cuda, want):
+    chk = FILTERS['preflight_gpu_parity'](host, HOSTVARS, hosts, min_cuda)
+    assert want in (chk['problem'] or chk['good']), chk
+
+
+def test_rdma_filters_chain():
+    expect = FILTERS['preflight_rdma_expectation']('spark1', GROUPS, HOSTVARS, None, 'auto', 'none')
+    assert expect['expected'] is True
+    chk = FILTERS['preflight_rdma_check']({'rdma_devices': [], 'source': 'none'}, 'spark1', expect,
+                                          '192.168.100.10', 'enp1s0f1np1', 'false')
+    assert chk['severity'] == 'warn' and chk['problem'].startswith('spark1: no RDMA device at all')
+    skipped = FILTERS['preflight_rdma_check'](None, 'spark1',
+                                              FILTERS['preflight_rdma_expectation']('spark1', GROUPS, HOSTVARS,
+                                                                                    None, 'auto', 'podman'))
+    assert skipped['skip'].startswith('RDMA state: container (podman)')
+
+
+def test_bad_hostvars_named():
+    with pytest.raises(AnsibleFilterError, match='preflight_gpu_parity: hostvars must be a mapping'):
+        FILTERS['preflight_gpu_parity']('spark1', ['not', 'a', 'mapping'], ['spark1'])
