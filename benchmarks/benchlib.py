@@ -233,7 +233,7 @@ def recap_totals(output: str) -> dict:
     return tot
 
 
-PROFILE = re.compile(r"^(.+?)\s-{3,}\s+(\d+\.\d+)s\s*$", re.M)
+PROFILE = re.compile(r"^(.+?)\s-+\s+(\d+\.\d+)s\s*$", re.M)  # long names get a single dash
 
 
 def profile_top(output: str, n: int = 10) -> list[tuple[str, float, int]]:
