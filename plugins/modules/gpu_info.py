@@ -24,14 +24,7 @@ options:
     type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
+  - llmfleet.cluster.attributes.read_only
 seealso:
   - module: llmfleet.cluster.rdma_info
 """

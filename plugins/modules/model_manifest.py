@@ -28,14 +28,7 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
+  - llmfleet.cluster.attributes.read_only
 """
 
 EXAMPLES = r"""

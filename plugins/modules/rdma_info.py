@@ -34,14 +34,7 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
+  - llmfleet.cluster.attributes.read_only
 notes:
   - RV(rdma_devices[].state) is C(Up) only when the interface link is up and, where the port state
     is known, the RDMA port is C(ACTIVE).

@@ -156,7 +156,7 @@ def test_argument_spec_matches_documentation():
     import yaml
     doc = yaml.safe_load(gpu_info.DOCUMENTATION)
     assert set(doc['options']) == {'nvidia_smi_path'}
-    assert doc['attributes']['check_mode']['support'] == 'full'
+    assert 'llmfleet.cluster.attributes.read_only' in doc['extends_documentation_fragment']  # check_mode: full
     returned = yaml.safe_load(gpu_info.RETURN)
     assert set(returned) == {'gpus', 'gpu_count', 'gpu_arch', 'driver_version', 'cuda_version',
                              'nvidia_smi_error'}

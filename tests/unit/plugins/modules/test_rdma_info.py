@@ -266,6 +266,6 @@ def test_argument_spec_matches_documentation():
     assert set(doc['options']) == {'ibdev2netdev_path', 'sysfs_root', 'use_ibdev2netdev'}
     assert doc['options']['sysfs_root']['default'] == '/sys'
     assert doc['options']['use_ibdev2netdev']['default'] is True
-    assert doc['attributes']['check_mode']['support'] == 'full'
+    assert 'llmfleet.cluster.attributes.read_only' in doc['extends_documentation_fragment']  # check_mode: full
     returned = yaml.safe_load(rdma_info.RETURN)
     assert set(returned) == {'rdma_devices', 'rdma_up_netdevs', 'nccl_ib_hca', 'source', 'unparsed_lines'}

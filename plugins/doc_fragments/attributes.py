@@ -1,0 +1,24 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmfleet.cluster contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Shared module attributes (the fact-gathering modules all read and change nothing)."""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+
+    # Use with ansible.builtin.action_common_attributes, which defines what each attribute means.
+    READ_ONLY = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+    details: Reads and changes nothing, so it runs the same in check mode.
+  diff_mode:
+    support: none
+    details: Changes nothing, so there is no diff.
+  platform:
+    platforms: posix
+"""

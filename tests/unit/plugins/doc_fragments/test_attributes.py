@@ -1,0 +1,31 @@
+"""The shared read-only attributes fragment: what the info modules promise about check and diff mode."""
+import importlib.util
+import os
+
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+MODULES = ("gpu_info", "rdma_info", "model_manifest")
+
+
+def load_fragment():
+    spec = importlib.util.spec_from_file_location("attributes", os.path.join(ROOT, "plugins", "doc_fragments", "attributes.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return yaml.safe_load(mod.ModuleDocFragment.READ_ONLY)
+
+
+def test_read_only_fragment_promises_full_check_mode_and_no_diff():
+    attrs = load_fragment()["attributes"]
+    assert attrs["check_mode"]["support"] == "full"
+    assert attrs["diff_mode"]["support"] == "none"
+    assert attrs["platform"]["platforms"] == "posix"
+
+
+def test_info_modules_use_it_and_do_not_redefine_it():
+    for name in MODULES:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "plugins", "modules", name + ".py"))
+        text = open(spec.origin, encoding="utf-8").read()
+        doc = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+        assert "llmfleet.cluster.attributes.read_only" in doc["extends_documentation_fragment"], name
+        assert "attributes" not in doc, name
