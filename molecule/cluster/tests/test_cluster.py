@@ -6,7 +6,7 @@ import urllib.request
 import pytest
 import testinfra
 
-from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, wait_for
+from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, recap, run_playbook, wait_for
 
 INVENTORY = None
 
@@ -82,6 +82,26 @@ def test_workers_rejoin_restarted_head_within_120s():
     head.check_output("systemctl restart llmfleet-ray")
     took = wait_for(lambda: alive_ray_ips(head) == sorted(FABRIC_IP.values()), 120)
     print(f"all workers rejoined the restarted head after {took:.0f}s")
+
+
+def test_a_worker_the_heads_firewall_refuses_joins_in_one_ray_run():
+    """A node (re)added to a cluster: the head's Ray table must admit it before the node's Ray starts.
+
+    Seen when the two-cluster test moved thor1/thor2 back: the table was reloaded by a handler, i.e.
+    after "Enable and start Ray", whose start on the thors waited for the head's GCS port forever."""
+    head, thor2 = node("spark1"), node("thor2")
+    head.check_output(f"sed -i 's/, {FABRIC_IP['thor2']}//; s/{FABRIC_IP['thor2']}, //' /etc/llmfleet/ray.nft"
+                      " && systemctl restart llmfleet-ray-firewall")
+    assert FABRIC_IP["thor2"] not in head.check_output("nft list set inet llmfleet_ray fabric_peers")
+    thor2.check_output("systemctl restart --no-block llmfleet-ray")
+    # refused by the head: the unit stays in its start, waiting for the GCS port
+    wait_for(lambda: thor2.check_output("systemctl show -P SubState llmfleet-ray") == "start-pre", 60)
+    rc, out, secs = run_playbook("playbooks/ray.yml", timeout=600)
+    assert rc == 0, out[-3000:]
+    assert recap(out)["spark1"]["changed"] >= 1  # the table file, rewritten and loaded at once
+    assert FABRIC_IP["thor2"] in head.check_output("nft list set inet llmfleet_ray fabric_peers")
+    assert alive_ray_ips(head) == sorted(FABRIC_IP.values())
+    print(f"thor2 admitted and joined within one ray.yml run ({secs:.0f}s)")
 
 
 # ----------------------------------------------------------------------------- serve
