@@ -1,6 +1,6 @@
 """Two clusters in one inventory upgraded one after the other, for real, on the 4-node sim (issue 10).
 
-Opt-in (about 25 min of lab time on the 2-core box, too much for `make test`):
+Opt-in (about 35 min of lab time on the 2-core box, too much for `make test`):
 
     make integration-two-clusters      # = LLMFLEET_TWO_CLUSTERS=1 pytest -s tests/integration/upgrade/test_two_clusters_lab.py
 
@@ -17,7 +17,7 @@ window (its report's stopped_at..serving_at) is answered; each cluster reports i
 upgrades both back to A and restores the one-cluster sim (teardown.yml on the thors, site.yml with
 inventories/sim), so the lab ends as `make demo` leaves it.
 
-Measured (first run): see benchmarks/RESULTS.md, "Two clusters upgraded one after the other".
+Measured (2026-11-23 run): see benchmarks/RESULTS.md, "Two clusters upgraded one after the other".
 """
 import json
 import os
