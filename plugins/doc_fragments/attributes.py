@@ -9,7 +9,8 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
 
-    # Use with ansible.builtin.action_common_attributes, which defines what each attribute means.
+    # List it before ansible.builtin.action_common_attributes (which describes each attribute):
+    # the first fragment's values win, and that one sets platform support to N/A.
     READ_ONLY = r"""
 options: {}
 attributes:
@@ -20,5 +21,6 @@ attributes:
     support: none
     details: Changes nothing, so there is no diff.
   platform:
+    support: full
     platforms: posix
 """

@@ -23,8 +23,8 @@ options:
         given but does not exist).
     type: path
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
   - llmfleet.cluster.attributes.read_only
+  - ansible.builtin.action_common_attributes
 seealso:
   - module: llmfleet.cluster.rdma_info
 """

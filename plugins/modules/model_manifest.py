@@ -27,8 +27,8 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
   - llmfleet.cluster.attributes.read_only
+  - ansible.builtin.action_common_attributes
 """
 
 EXAMPLES = r"""

@@ -33,8 +33,8 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
   - llmfleet.cluster.attributes.read_only
+  - ansible.builtin.action_common_attributes
 notes:
   - RV(rdma_devices[].state) is C(Up) only when the interface link is up and, where the port state
     is known, the RDMA port is C(ACTIVE).

@@ -121,9 +121,9 @@ def test_watchdog_restarts_a_hung_engine():
     assert json.loads(urllib.request.urlopen(req, timeout=300).read())["usage"]["completion_tokens"] >= 1
     pid = props(h, UNIT, "MainPID")["MainPID"]
     assert h.check_output(f"cat /proc/{pid}/oom_score_adj") == str(DEFAULTS["safeguards_serve_oom_score_adjust"])
+
     # the headroom logger polls every interval, so its closing line lands up to one interval after /health
     # (seen in CI: asserted at once, the journal still ended at "loading 20 s")
-
     def headroom_closed():
         tail = h.check_output(f"journalctl -u llmfleet-headroom@{UNIT} -o cat --no-pager | tail -5")
         return f"{UNIT} healthy after" in tail and "lowest MemAvailable during load" in tail

@@ -19,7 +19,7 @@ def test_read_only_fragment_promises_full_check_mode_and_no_diff():
     attrs = load_fragment()["attributes"]
     assert attrs["check_mode"]["support"] == "full"
     assert attrs["diff_mode"]["support"] == "none"
-    assert attrs["platform"]["platforms"] == "posix"
+    assert attrs["platform"] == {"support": "full", "platforms": "posix"}
 
 
 def test_info_modules_use_it_and_do_not_redefine_it():
@@ -29,3 +29,5 @@ def test_info_modules_use_it_and_do_not_redefine_it():
         doc = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
         assert "llmfleet.cluster.attributes.read_only" in doc["extends_documentation_fragment"], name
         assert "attributes" not in doc, name
+        # first, so its values win over action_common_attributes' (platform support N/A there)
+        assert doc["extends_documentation_fragment"][0] == "llmfleet.cluster.attributes.read_only", name
