@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                 cenv = dict(env, PIP_NO_CACHE_DIR="1", UV_NO_CACHE="1")
                 t_cold, _rc, _o = bl.timed([str(bl.VENV_BIN / "python"), str(BUILDER), str(VARIANT),
                                             "--out", str(Path(tmp) / wh_name), "--force"],
-                                           logs / "3-cold-build.log", env=cenv)
+                                           logs / "5-cold-build.log", env=cenv)
             data["cold_build_seconds"] = round(t_cold, 1)
     finally:
         if not a.keep_lab:
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  registry   (uv, PyPI, per node, parallel)   {data['registry']['seconds']:8.1f} s")
     for label, what in (("first", "first install, no archive yet"), ("cached", "archive cached")):
         w = data[f"wheelhouse_{label}"]
-        print(f"  wheelhouse ({what:30s}) {w['seconds']:8.1f} s   {w['steps_s']}")
+        print(f"  wheelhouse ({what:30s}) {w['seconds']:8.1f} s   [{fmt_steps(w)}]")
         print(f"      actions: {w['actions']}")
     if "cold_build_seconds" in data:
         print(f"  wheelhouse cold build, once               {data['cold_build_seconds']:8.1f} s"
@@ -333,8 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_record:
         wf, wc = data["wheelhouse_first"], data["wheelhouse_cached"]
         nums = (f"registry {data['registry']['seconds']} s; wheelhouse, release archive cached {wc['seconds']} s "
-                f"({wc['steps_s']}) → **{data['ratio']}×**; this release's first install (one node syncs and "
-                f"packs, three clone) {wf['seconds']} s ({wf['steps_s']}) → {data['ratio_first_install']}×; node CPU "
+                f"({fmt_steps(wc)}) → **{data['ratio']}×**; this release's first install (one node syncs and "
+                f"packs, three clone) {wf['seconds']} s ({fmt_steps(wf)}) → {data['ratio_first_install']}×; node CPU "
                 f"{data['registry']['node_cpu_s']} s vs {wc['node_cpu_s']} s (cached) / {wf['node_cpu_s']} s (first); "
                 f"package sets identical: {identical}; venvs byte-identical: {data['byte_identical_venvs']}")
         if "cold_build_seconds" in data:
@@ -370,8 +370,12 @@ def wheelhouse_pass(a, inv: Path, env: dict, logs: Path, n: int, label: str, arc
     return {"seconds": round(t, 1), "load_start": load0, "load_end": bl.loadavg(),
             "node_cpu_s": round(cpu[0], 1), "controller_cpu_s": round(cpu[1], 1),
             "command": " ".join(cmd), "recap": bl.recap_totals(out), "top_tasks_s": top[:10],
-            "steps_s": {k: next((s for name, s, _c in top if name.startswith(v)), 0.0) for k, v in STEPS.items()},
+            "steps_s": {k: next((s for name, s, _c in top if v in name), 0.0) for k, v in STEPS.items()},
             "actions": plan_actions(out)}
+
+
+def fmt_steps(side: dict) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v} s" for k, v in side["steps_s"].items() if v)
 
 
 def plan_actions(output: str) -> dict:

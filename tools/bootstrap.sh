@@ -2,7 +2,7 @@
 # Installs what the controller needs on a fresh Debian 12 machine (as root). Idempotent and quiet
 # when everything is already there: `make` calls it before every demo/test run.
 set -euo pipefail
-PKGS="podman runc debootstrap iproute2 iputils-ping openssh-client rsync jq xz-utils dpkg-dev"
+PKGS="podman runc debootstrap iproute2 iputils-ping openssh-client rsync jq xz-utils zstd dpkg-dev"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

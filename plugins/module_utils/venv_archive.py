@@ -13,20 +13,24 @@ Pure logic, no I/O: the role gathers what each host reported and asks for its ac
 
 from __future__ import annotations
 
+import hashlib
+
 ACTIONS = ('none', 'clone', 'pack', 'sync')
 
 
-def archive_key(wheelhouse_name, release, lock_sha1, python_version):
+def archive_key(wheelhouse_name, release, lock_sha1, python_version, venv_path=None):
     """File name of a packed venv on the controller, relative to the archives directory.
 
-    The venv's path (its release name) is in its scripts and pyvenv.cfg, its site-packages
-    directory is named by the Python minor version, and its content by the lock: all three key it.
+    A venv's absolute path is written into its scripts and pyvenv.cfg, its site-packages directory
+    is named by the Python minor version, and its content is the lock's: all of them key it (the
+    path as a short digest, so nodes with another python_env_prefix never unpack it).
     """
     if not (wheelhouse_name and release and lock_sha1 and python_version):
         raise ValueError('archive_key needs the wheelhouse name, release, lock checksum and Python version, got %r'
                          % ([wheelhouse_name, release, lock_sha1, python_version],))
     minor = '.'.join(str(python_version).split('.')[:2])
-    return '%s/%s-%s-py%s.tar.zst' % (wheelhouse_name, release, str(lock_sha1)[:16], minor)
+    where = '-' + hashlib.sha1(str(venv_path).encode('utf-8')).hexdigest()[:8] if venv_path else ''
+    return '%s/%s%s-%s-py%s.tar.zst' % (wheelhouse_name, release, where, str(lock_sha1)[:16], minor)
 
 
 def install_plan(hosts, enabled=True):

@@ -18,6 +18,14 @@ def test_archive_key_names_wheelhouse_release_lock_and_python_minor():
     assert va.archive_key('cpu-vllm-0.32.0', 'sim-a', '0123456789abcdef0123', '3.11.2') == A
 
 
+def test_archive_key_tells_venv_paths_apart():
+    a = va.archive_key('cpu-vllm-0.32.0', 'sim-a', '0123456789abcdef', '3.11', '/opt/llmfleet/venvs/sim-a')
+    b = va.archive_key('cpu-vllm-0.32.0', 'sim-a', '0123456789abcdef', '3.11', '/srv/venvs/sim-a')
+    assert a != b
+    assert a.startswith('cpu-vllm-0.32.0/sim-a-') and a.endswith('-0123456789abcdef-py3.11.tar.zst')
+    assert a == va.archive_key('cpu-vllm-0.32.0', 'sim-a', '0123456789abcdef', '3.11', '/opt/llmfleet/venvs/sim-a')
+
+
 @pytest.mark.parametrize('missing', range(4))
 def test_archive_key_refuses_an_empty_part(missing):
     parts = ['cpu-vllm-0.32.0', 'sim-a', '0123456789abcdef', '3.11']
