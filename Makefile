@@ -82,7 +82,7 @@ integration-nccl: venv link
 integration-nccl-full: venv link
 	tests/integration/nccl/run.sh --full
 
-# Opt-in, on the converged sim lab (~35 min, not in `make test`): the sim re-grouped into two clusters,
+# Opt-in, on the converged sim lab (20-35 min, not in `make test`): the sim re-grouped into two clusters,
 # both upgraded by one upgrade.yml run one after the other while the other serves; ends as `make demo` leaves it.
 integration-two-clusters: venv link
 	LLMFLEET_TWO_CLUSTERS=1 $(BIN)/pytest -q -s tests/integration/upgrade/test_two_clusters_lab.py

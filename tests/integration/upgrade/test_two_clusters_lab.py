@@ -1,6 +1,6 @@
 """Two clusters in one inventory upgraded one after the other, for real, on the 4-node sim (issue 10).
 
-Opt-in (about 35 min of lab time on the 2-core box, too much for `make test`):
+Opt-in (20-35 min of lab time on the 2-core box, too much for `make test`):
 
     make integration-two-clusters      # = LLMFLEET_TWO_CLUSTERS=1 pytest -s tests/integration/upgrade/test_two_clusters_lab.py
 
