@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if data["goal_met"] else 1
 
 
-# the role's tasks whose time is reported per pass (profile_tasks names, matched by prefix)
+# the role's tasks whose time is reported per pass (found inside profile_tasks' role-prefixed names)
 STEPS = {"wheels_rsync": "Copy the wheels to the nodes", "uv_sync": "Sync the venv to the lock",
          "pack": "Pack the new venv", "fetch": "Fetch the archive to the controller",
          "archive_copy": "Copy the release's venv archive", "unpack": "Unpack the archive"}

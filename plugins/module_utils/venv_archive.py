@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 
-ACTIONS = ('none', 'clone', 'pack', 'sync')
-
 
 def archive_key(wheelhouse_name, release, lock_sha1, python_version, venv_path=None):
     """File name of a packed venv on the controller, relative to the archives directory.
