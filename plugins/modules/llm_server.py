@@ -190,6 +190,9 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_unit
 
 
+RUNNING_STATES = ('active', 'activating', 'reloading', 'deactivating')
+
+
 class Server:
     def __init__(self, module):
         self.m = module
@@ -214,6 +217,13 @@ class Server:
 
     def active(self):
         return self.prop('ActiveState') == 'active'
+
+    def running(self):
+        # 'activating' is also a crash loop's wait between restarts (SubState auto-restart): a
+        # unit there has no process now but starts its old argv when the timer fires, so it is
+        # stopped like a running one (an old API rank that came back while the headless ranks
+        # restarted joined them into its doomed session: seen in CI after a failed load)
+        return self.prop('ActiveState') in RUNNING_STATES
 
     def journal_result(self):
         jc = self.m.get_bin_path('journalctl')
@@ -363,7 +373,7 @@ def main():
         module.exit_json(**result)
 
     if p['state'] == 'stopped':
-        if before is not None and s.active():
+        if before is not None and s.running():
             result['changed'] = True
             if not module.check_mode:
                 result['drained'] = s.drain()
@@ -372,6 +382,9 @@ def main():
 
     changed_files = before != unit_text or s.read(s.env_path) != env_text
     was_active = before is not None and s.active()
+    # a unit between crash-loop restarts is restarted, not started: systemd queues a start job
+    # there behind the restart holdoff (RestartSec), a restart runs now
+    was_running = before is not None and s.running()
     need_start = changed_files or not was_active or p['state'] == 'restarted'
     result['changed'] = need_start or s.prop('UnitFileState') != 'enabled'
     if module.check_mode:
@@ -388,7 +401,7 @@ def main():
         if was_active:
             result['drained'] = s.drain()
         started_at = time.time()
-        s.ctl('restart' if was_active else 'start', p['name'] + '.service')
+        s.ctl('restart' if was_running else 'start', p['name'] + '.service')
         # a manual (re)start resets NRestarts: read it after, so only automatic restarts count
         restarts = s.prop('NRestarts')
         result['restarted'] = True

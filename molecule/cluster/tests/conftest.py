@@ -55,6 +55,25 @@ def run_playbook(playbook, *args, extra_vars=None, timeout=900):
     return proc.returncode, proc.stdout, seconds
 
 
+def run_module(host, module, args, timeout=300):
+    """ansible <host> -m <module> -a <json args> on the sim, from the controller. -> (rc, output)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
+    cmd = [os.path.join(os.path.dirname(__import__("sys").executable), "ansible"),
+           "-i", SIM_INVENTORY, host, "-m", module, "-a", json.dumps(args)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout, check=False)
+    print(f"\n$ {' '.join(cmd)}  -> rc={proc.returncode}\n{proc.stdout[-2000:]}")
+    return proc.returncode, proc.stdout
+
+
+def failures(text, limit=4000):
+    """The failed tasks of an ansible run (their 'fatal:'/'failed:' blocks), for an assertion's
+    message: CI shows the assertion, not always the captured output."""
+    blocks = re.findall(r"^(?:fatal|failed): \[.*?(?=^\S|\Z)", text, re.M | re.S)
+    return ("\n".join(blocks) or text[-limit:])[-limit:]
+
+
 def recap(text):
     """{host: {ok, changed, failed, ...}} from a PLAY RECAP."""
     out = {}

@@ -8,7 +8,7 @@ import time
 import pytest
 import testinfra
 
-from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, recap, run_playbook, unit_started_at, wait_for
+from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, failures, recap, run_playbook, unit_started_at, wait_for
 
 VENV = "/opt/llmfleet/venvs/current"
 SERVE_UNIT = "llmfleet-serve-tiny-llama"
@@ -37,7 +37,7 @@ def test_planted_version_mismatch_is_caught_then_repaired():
         assert f"ray locked {real} installed 2.59.0" in " ".join(out.split())
         # the full role re-syncs the drifted package from the wheelhouse (stamp notwithstanding)
         rc, out, _secs = run_playbook("playbooks/python_env.yml")
-        assert rc == 0
+        assert rc == 0, failures(out)
         assert "drifted from its lock: ray locked %s installed 2.59.0" % real in " ".join(out.split())  # wrapped
         assert recap(out)["thor2"]["changed"] >= 1
         assert all(recap(out)[h]["changed"] == 0 for h in ("spark1", "spark2", "thor1"))
@@ -66,7 +66,7 @@ def test_env_audit_catches_planted_drift():
                   "systemctl restart llmfleet-ray")
     wait_for(lambda: FABRIC_IP["thor1"] in alive_ray_ips(node("spark1")), 120)
     rc, out, _secs = run_playbook("playbooks/ray.yml", "--tags", "ray_node_run")
-    assert rc == 0
+    assert rc == 0, failures(out)
     assert "Environment audit: 4 nodes" in out and "no drift" in out
 
 
@@ -143,7 +143,7 @@ def test_corrupted_model_copy_is_detected_and_repaired():
     spark2.run_expect([0], f"printf 'XXXX' | dd of={weights} bs=1 seek=4096 conv=notrunc status=none")
     assert spark2.check_output(f"sha256sum {weights}").split()[0] != good
     rc, out, _secs = run_playbook("playbooks/models.yml")
-    assert rc == 0
+    assert rc == 0, failures(out)
     assert recap(out)["spark2"]["changed"] >= 1
     assert spark2.check_output(f"sha256sum {weights}").split()[0] == good
     rc, out, _secs = run_playbook("playbooks/models.yml")

@@ -10,7 +10,7 @@ import urllib.request
 
 import testinfra
 
-from conftest import FABRIC_IP, recap, run_playbook, unit_started_at, wait_for
+from conftest import FABRIC_IP, failures, recap, run_module, run_playbook, unit_started_at, wait_for
 
 UNIT = "llmfleet-serve-tiny-llama"
 ENV_DIR = "/etc/llmfleet"
@@ -54,7 +54,7 @@ def test_a_changed_flag_and_api_key_restart_every_rank_then_an_unchanged_run_is_
     changed = variant("sim-tiny-llama-seqs3", args={"--max-num-seqs": 3})
     before = starts()
     rc, out, _secs = run_playbook("playbooks/serve.yml", extra_vars=changed)
-    assert rc == 0
+    assert rc == 0, failures(out)
     assert recap(out)["spark1"]["changed"] >= 1 and recap(out)["spark2"]["changed"] >= 1
     assert key not in out  # never logged
     after = starts()
@@ -94,7 +94,7 @@ def test_stop_waits_for_an_inflight_stream():
     before = starts()
     rc, out, _secs = run_playbook("playbooks/serve.yml")
     t.join(timeout=300)
-    assert rc == 0
+    assert rc == 0, failures(out)
     assert "at" in done, "the stream was cut by the restart"
     finish = [c["choices"][0].get("finish_reason") for c in received if c.get("choices")]
     assert finish[-1] == "length"
@@ -125,6 +125,31 @@ def test_killed_engine_on_spark2_recovers_by_itself():
     assert seconds < 420
 
 
+def test_stopped_stops_a_unit_waiting_between_crash_loop_restarts():
+    """Real systemd: a unit whose process exits at once spends nearly all its time in 'activating
+    (auto-restart)', with no process. state=stopped must stop it there: left alone, its old argv
+    came back after RestartSec (CI: an old API rank rejoined the freshly restarted headless ranks
+    into its doomed session, and the restore after a failed load never served)."""
+    name = "llmfleet-test-crashloop"
+    spark2 = node("spark2")
+
+    def prop(key):
+        return spark2.check_output(f"systemctl show -P {key} {name}.service")
+    try:
+        rc, out = run_module("spark2", "llmfleet.cluster.llm_server", {"name": name, "argv": ["/bin/false"]})
+        assert rc == 0, failures(out)
+        wait_for(lambda: prop("SubState") == "auto-restart", 30, step=0.5)
+        restarts = int(prop("NRestarts"))
+        rc, out = run_module("spark2", "llmfleet.cluster.llm_server", {"name": name, "state": "stopped"})
+        assert rc == 0 and "CHANGED" in out, "a unit between restarts must count as running"
+        time.sleep(8)  # longer than RestartSec (5 s): a restart still pending would have run by now
+        assert prop("ActiveState") in ("inactive", "failed") and prop("SubState") != "auto-restart"
+        assert int(prop("NRestarts")) == restarts
+    finally:
+        rc, _out = run_module("spark2", "llmfleet.cluster.llm_server", {"name": name, "state": "absent"})
+    assert rc == 0 and not spark2.file(f"/etc/systemd/system/{name}.service").exists
+
+
 def test_a_process_dying_during_load_fails_fast_with_its_log():
     # vLLM refuses a context longer than the model's (2048) at start: the rank exits during load
     rc, out, seconds = run_playbook("playbooks/serve.yml",
@@ -134,5 +159,5 @@ def test_a_process_dying_during_load_fails_fast_with_its_log():
     assert "max_model_len" in out or "max-model-len" in out  # the journal's last lines came along
     assert seconds < 400, "a dead engine must not wait for the 30 min health timeout"
     rc, out, _secs = run_playbook("playbooks/serve.yml")
-    assert rc == 0
+    assert rc == 0, failures(out)
     assert json.loads(chat().read())["usage"]["completion_tokens"] == 8

@@ -16,7 +16,7 @@ import os
 import pytest
 import testinfra
 
-from conftest import FABRIC_IP, recap, run_playbook
+from conftest import FABRIC_IP, failures, recap, run_playbook
 
 HOSTS = sorted(FABRIC_IP)
 SERVING = ("spark1", "spark2")
@@ -72,7 +72,7 @@ def before():
 def test_purge_check_mode_would_remove_venvs_wheelhouse_models_and_removes_nothing(before):
     # no --diff: the diff of a directory removal lists every file of it
     rc, out, _secs = run_playbook("playbooks/teardown.yml", "--check", extra_vars={"purge": True})
-    assert rc == 0
+    assert rc == 0, failures(out)
     for name in HOSTS:
         present = tuple(p for p in NODE_CONFIG if node(name).file(p).exists)
         assert "/etc/llmfleet/comm.env" in present, name
@@ -85,7 +85,7 @@ def test_purge_check_mode_would_remove_venvs_wheelhouse_models_and_removes_nothi
 
 def test_teardown_leaves_no_unit_dropin_env_file_table_or_process(before):
     rc, out, secs = run_playbook("playbooks/teardown.yml")
-    assert rc == 0
+    assert rc == 0, failures(out)
     print(f"\nteardown.yml: {secs:.0f}s")
     for name in HOSTS:
         h = node(name)
@@ -108,5 +108,5 @@ def test_teardown_leaves_no_unit_dropin_env_file_table_or_process(before):
 
 def test_teardown_again_changes_nothing():
     rc, out, _secs = run_playbook("playbooks/teardown.yml")
-    assert rc == 0
+    assert rc == 0, failures(out)
     assert all(r["changed"] == 0 for r in recap(out).values()), recap(out)

@@ -9,7 +9,7 @@ import os
 import testinfra
 import yaml
 
-from conftest import ROOT, recap, run_playbook
+from conftest import ROOT, failures, recap, run_playbook
 
 UNIT = "llmfleet-serve-tiny-llama"
 PATCHES = os.path.join(ROOT, "molecule", "cluster", "patches")
@@ -49,7 +49,7 @@ def test_patch_applies_reverts_and_reapplies_on_the_installed_vllm():
     original = {h: node(h).check_output(f"sha256sum {path}").split()[0] for h in ("spark1", "thor1")}
     try:
         rc, out, _secs = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
-        assert rc == 0
+        assert rc == 0, failures(out)
         assert recap(out)["spark1"]["changed"] >= 1 and recap(out)["thor1"]["changed"] == 0
         assert "llmfleet-patch: sim-version-marker" in node("spark1").file(path).content_string
         # archs: [sm_121] — the Thor's copy is untouched
@@ -72,7 +72,7 @@ def test_patch_applies_reverts_and_reapplies_on_the_installed_vllm():
 # teardown follows, and the next converge (site.yml) switches `current` back to the inventory's A.
 def test_upgrade_a_to_b_serves_after_and_reports_downtime():
     rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_B}, timeout=1800)
-    assert rc == 0
+    assert rc == 0, failures(out)
     assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
     assert completion_tokens() == 8
     cluster = yaml.safe_load(open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml"))).get(

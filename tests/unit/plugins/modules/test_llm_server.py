@@ -50,3 +50,56 @@ def test_real_run_without_systemctl_fails(monkeypatch, tmp_path):
     empty.mkdir()
     res = run(monkeypatch, args(tmp_path, False), empty)
     assert res['failed'] and 'systemctl' in res['msg']
+
+
+def stub_systemctl(tmp_path, active_state):
+    """A stand-in systemctl (no systemd in unit tests): answers `show` from a table, logs the rest.
+    The real-systemd path is in molecule/cluster (test_serve_lifecycle's failed-load recovery)."""
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    log = tmp_path / 'calls'
+    script = bindir / 'systemctl'
+    script.write_text('#!/bin/sh\n'
+                      'echo "$*" >> %s\n'
+                      'case "$*" in\n'
+                      '  "show -p ActiveState --value"*) echo %s ;;\n'
+                      '  "show -p NRestarts --value"*) echo 0 ;;\n'
+                      '  "show -p UnitFileState --value"*) echo enabled ;;\n'
+                      'esac\n' % (log, active_state))
+    script.chmod(0o755)
+    return bindir, log
+
+
+def calls(log):
+    return [line.split()[0] for line in log.read_text().splitlines() if not line.startswith('show')]
+
+
+def existing_unit(tmp_path, check=False, **over):
+    a = dict(args(tmp_path, check), **over)
+    (tmp_path / 'units').mkdir()
+    (tmp_path / 'units' / 'llmfleet-serve-tiny.service').write_text('[Service]\nExecStart=/old\n')
+    return a
+
+
+# ActiveState -> whether state=stopped stops it. 'activating' is a crash loop between restarts:
+# left alone, the old argv comes back when RestartSec ends (CI: an old API rank joined the new
+# headless ranks into its doomed session)
+STOP_TABLE = [('active', True), ('activating', True), ('deactivating', True), ('failed', False), ('inactive', False)]
+
+
+@pytest.mark.parametrize('active_state,stops', STOP_TABLE)
+def test_stopped_stops_every_state_that_has_or_will_have_a_process(monkeypatch, tmp_path, active_state, stops):
+    bindir, log = stub_systemctl(tmp_path, active_state)
+    res = run(monkeypatch, existing_unit(tmp_path, state='stopped'), bindir)
+    assert not res['failed'], res
+    assert res['changed'] is stops
+    assert ('stop' in calls(log)) is stops
+
+
+@pytest.mark.parametrize('active_state,verb', [('activating', 'restart'), ('failed', 'start'), ('inactive', 'start')])
+def test_new_files_restart_a_crash_looping_unit_now(monkeypatch, tmp_path, active_state, verb):
+    bindir, log = stub_systemctl(tmp_path, active_state)
+    res = run(monkeypatch, existing_unit(tmp_path), bindir)
+    assert not res['failed'], res
+    assert res['restarted']
+    assert calls(log) == ['daemon-reload', 'enable', verb]
