@@ -190,6 +190,10 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_unit
 
 
+# 'activating' is also a crash loop's wait between restarts (SubState auto-restart): a unit there
+# has no process now but starts its old argv when the timer fires, so it counts as running (an old
+# API rank that came back while the headless ranks restarted joined them into its doomed session:
+# seen in CI after a failed load)
 RUNNING_STATES = ('active', 'activating', 'reloading', 'deactivating')
 
 
@@ -219,10 +223,6 @@ class Server:
         return self.prop('ActiveState') == 'active'
 
     def running(self):
-        # 'activating' is also a crash loop's wait between restarts (SubState auto-restart): a
-        # unit there has no process now but starts its old argv when the timer fires, so it is
-        # stopped like a running one (an old API rank that came back while the headless ranks
-        # restarted joined them into its doomed session: seen in CI after a failed load)
         return self.prop('ActiveState') in RUNNING_STATES
 
     def journal_result(self):
@@ -381,10 +381,11 @@ def main():
         module.exit_json(**result)
 
     changed_files = before != unit_text or s.read(s.env_path) != env_text
-    was_active = before is not None and s.active()
+    state_before = s.prop('ActiveState') if before is not None else ''
+    was_active = state_before == 'active'
     # a unit between crash-loop restarts is restarted, not started: systemd queues a start job
     # there behind the restart holdoff (RestartSec), a restart runs now
-    was_running = before is not None and s.running()
+    was_running = state_before in RUNNING_STATES
     need_start = changed_files or not was_active or p['state'] == 'restarted'
     result['changed'] = need_start or s.prop('UnitFileState') != 'enabled'
     if module.check_mode:

@@ -39,32 +39,36 @@ ROOT = os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.dirname(
 SIM_INVENTORY = os.path.join(ROOT, "inventories", "sim")
 
 
-def run_playbook(playbook, *args, extra_vars=None, timeout=900):
-    """ansible-playbook <playbook> on the sim, from the controller. -> (rc, output, seconds)."""
+def ansible_bin(name):
+    """An ansible CLI from the venv that runs the tests."""
+    return os.path.join(os.path.dirname(__import__("sys").executable), name)
+
+
+def run_ansible(cmd, timeout, tail):
+    """Run an ansible CLI against the sim with the project's config and collection. -> (rc, output, seconds)."""
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
-    cmd = [os.path.join(os.path.dirname(__import__("sys").executable), "ansible-playbook"),
-           "-i", SIM_INVENTORY, os.path.join(ROOT, playbook), *args]
-    if extra_vars:
-        cmd += ["-e", json.dumps(extra_vars)]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=timeout, check=False)
     seconds = time.monotonic() - t0
-    print(f"\n$ {' '.join(cmd)}  -> rc={proc.returncode} in {seconds:.0f}s\n{proc.stdout[-3000:]}")
+    print(f"\n$ {' '.join(cmd)}  -> rc={proc.returncode} in {seconds:.0f}s\n{proc.stdout[-tail:]}")
     return proc.returncode, proc.stdout, seconds
+
+
+def run_playbook(playbook, *args, extra_vars=None, timeout=900):
+    """ansible-playbook <playbook> on the sim, from the controller. -> (rc, output, seconds)."""
+    cmd = [ansible_bin("ansible-playbook"), "-i", SIM_INVENTORY, os.path.join(ROOT, playbook), *args]
+    if extra_vars:
+        cmd += ["-e", json.dumps(extra_vars)]
+    return run_ansible(cmd, timeout, tail=3000)
 
 
 def run_module(host, module, args, timeout=300):
     """ansible <host> -m <module> -a <json args> on the sim, from the controller. -> (rc, output)."""
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
-    cmd = [os.path.join(os.path.dirname(__import__("sys").executable), "ansible"),
-           "-i", SIM_INVENTORY, host, "-m", module, "-a", json.dumps(args)]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=timeout, check=False)
-    print(f"\n$ {' '.join(cmd)}  -> rc={proc.returncode}\n{proc.stdout[-2000:]}")
-    return proc.returncode, proc.stdout
+    rc, out, _secs = run_ansible([ansible_bin("ansible"), "-i", SIM_INVENTORY, host, "-m", module,
+                                  "-a", json.dumps(args)], timeout, tail=2000)
+    return rc, out
 
 
 def failures(text, limit=4000):
