@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import source_patch as sp
 from ansible_collections.llmfleet.cluster.plugins.modules import source_patch
+from uthelper import run_module
 
 ROOT = Path(__file__).resolve().parents[4]
 SOURCES = ROOT / 'tests' / 'unit' / 'fixtures' / 'vllm_sources'
@@ -21,12 +20,6 @@ PATCH = yaml.safe_load((ROOT / 'roles' / 'engine_patches' / 'files' / 'patches' 
 REL = 'vllm/model_executor/layers/quantization/utils/w8a8_utils.py'
 HOST = 'gb10-a'
 
-
-class ModuleExit(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result)
-        self.result = result
-        self.failed = failed
 
 
 def original(version='0.18.1'):
@@ -61,29 +54,11 @@ def make_venv(tmp_path, version='0.18.1', content=None, python=True, dists=None)
 
 
 def run(monkeypatch, args, check_mode=False, diff=False):
-    warnings = []
-
-    def exit_json(self, **kwargs):
-        raise ModuleExit(kwargs, failed=False)
-
-    def fail_json(self, **kwargs):
-        raise ModuleExit(kwargs, failed=True)
-
-    def warn(self, msg):
-        warnings.append(msg)
-
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'warn', warn)
     monkeypatch.setattr(source_patch.socket, 'gethostname', lambda: HOST)
     full = dict({'package': 'vllm', 'version_spec': PATCH['version_spec'], 'file': REL, 'patch': PATCH},
                 **args)
-    full['_ansible_check_mode'] = check_mode
-    full['_ansible_diff'] = diff
-    with patch_module_args(full):
-        with pytest.raises(ModuleExit) as exc:
-            source_patch.main()
-    return exc.value, warnings
+    out = run_module(monkeypatch, source_patch, full, check_mode=check_mode, diff=diff)
+    return out, out.warnings
 
 
 def pycache(target):
