@@ -273,6 +273,12 @@ def main():
         in_range = sp.version_matches(version, params['version_spec'])
     except sp.PatchError as exc:
         module.fail_json(msg='%s: %s %s: %s' % (host, package, version, to_native(exc)), **result)
+    gap = None
+    if params['state'] == 'present':
+        gap = sp.coverage_gap(dict(params['patch'], package=package, version_spec=params['version_spec'],
+                                   file=rel), version)
+    if gap:
+        module.fail_json(msg='%s: %s' % (host, gap), **result)
     if not in_range:
         module.exit_json(**{**result, 'status': 'not_applicable',
                             'reason': '%s %s is outside %s' % (package, version, params['version_spec'])})
