@@ -36,7 +36,8 @@ except ImportError:  # pragma: no cover - ansible-core is always there for the c
 
 LINK_LOCAL = ipaddress.ip_network("169.254.0.0/16")
 DEFAULT_FABRIC_PREFIX = 24  # the fabric role's default prefix when the NIC has none yet
-ROUTED_VAR = "llmfleet_fabric_routed"  # the inventory declares routes between fabric subnets
+ROUTED_VAR = "llmfleet_fabric_routed"
+SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)", re.I)  # values never shown  # the inventory declares routes between fabric subnets
 
 # Safe names: (variable name regex, value regex, what it is used as).
 NAME_RULES: tuple[tuple[str, str, str], ...] = (
@@ -159,6 +160,11 @@ def rule_role_args(ctx: GateContext) -> t.Iterator[Finding]:
             for err in result.errors:
                 name = next((n for n in params if re.search(rf"\b{re.escape(n)}\b", str(err))), None)
                 opt = options.get(name or "", {})
+                if opt.get("no_log") or SECRET_NAME.search(name or ""):
+                    # never print a secret: neither its value nor the validator's text (it may quote it)
+                    yield Finding(host, f"{name} (a secret, value hidden) is refused by role {role}'s argument spec",
+                                  f"set {name} to a {opt.get('type', 'str')}", (host,), name, "<hidden>")
+                    continue
                 allowed = (f"one of {', '.join(map(str, opt['choices']))}" if opt.get("choices")
                            else f"a {opt.get('type', 'str')}"
                            + (f" of {opt['elements']}" if opt.get("elements") else ""))

@@ -173,3 +173,14 @@ def test_every_rule_is_documented_and_in_the_generated_table():
         text = handle.read()
     for rule in gate_rules.RULES:
         assert rule.checks and f"`{rule.key}`" in text, f"{rule.key}: run tools/gate_rules_table.py"
+
+
+def test_a_secret_value_is_never_shown():
+    """The validator quotes values ('got: ...'): for no_log or secret-named options the gate hides it."""
+    specs = {"demo": {"demo_api_key": {"type": "str", "choices": ["a"]}, "demo_token": {"type": "int", "no_log": True}}}
+    report = check_inventory(lab(common={"demo_api_key": "sk-do-not-print", "demo_token": "tok-do-not-print"}),
+                             GROUPS, profiles=PROFILES, role_specs=specs, variants=VARIANTS)
+    text = "\n".join(report.lines()) + str(report.to_dict())
+    assert "demo_api_key (a secret, value hidden) is refused by role demo's argument spec" in text
+    assert "demo_token (a secret, value hidden)" in text
+    assert "do-not-print" not in text
