@@ -203,7 +203,7 @@ def rule_names(ctx: GateContext) -> t.Iterator[Finding]:
                 if re.search(name_re, name) and value not in (UNSET, None, ""):
                     if not isinstance(value, str) or not re.match(value_re, value):
                         yield Finding(host, f"{name} {_show(value)} is not a safe name: it is used as {what}",
-                                      f"use letters, digits and {value_re[-12:-3]!s} only (pattern {value_re})",
+                                      f"use a name matching {value_re}",
                                       (host,), name, value)
                     break
 
