@@ -20,10 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.d
 HELP_DIR = os.path.join(ROOT, "tests", "unit", "fixtures", "engine_help")
 VARIANTS = os.path.join(ROOT, "roles", "python_env", "vars", "variants")
 # Pinned versions without a real capture yet, each with the reason (shown as a skip, never silent).
-UNCAPTURED = {
-    ("sglang", "0.5.10.post1"): "GPU-only variant data (sglang_sm_121/110), not captured here (time); "
-                                "issue 20 re-pins SGLang (0.5.17 GPU, 0.5.21 CPU)",
-}
+UNCAPTURED: dict = {}  # e.g. {("sglang", "0.5.17"): "why it cannot be captured here"}
 
 
 def pinned_versions():
