@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write docs/gate-rules.md: the controller gate's checks, generated from the rules themselves.
 
 The rows come from plugin_utils/inventory_checks.CHECKS (the first six checks) and
