@@ -534,8 +534,8 @@ def render_command(profile, engine_version=None, overrides=None, node_rank=0, nn
       The API key is read by vLLM from VLLM_API_KEY in its environment: api_key_env must be that.
     SGLang: `python3 -m sglang.launch_server --model-path MODEL ...`, or with `launcher` (the
       path of llmfleet_sglang_launch.py on the node) `python3 LAUNCHER --model-path MODEL ...`;
-      backend ray adds `--nnodes N --use-ray` on the head only, native adds `--nnodes --node-rank
-      --dist-init-addr` on every node. SGLang only takes the key as `--api-key`: api_key_env must be
+      backend ray adds `--use-ray` (and `--nnodes N` across nodes) on the head only, native adds
+      `--nnodes --node-rank --dist-init-addr` on every node. SGLang only takes the key as `--api-key`: api_key_env must be
       LLMFLEET_API_KEY and needs the launcher, which adds the flag in-process, so the key is in no
       argv, unit or log.
     """
@@ -598,11 +598,12 @@ def render_command(profile, engine_version=None, overrides=None, node_rank=0, nn
         structural += ["--tp-size", str(tp), "--pp-size", str(pp)]
         if multi:
             structural += ["--nnodes", str(nnodes)]
-            if backend == "ray":
-                structural += ["--use-ray"]
-            else:
-                dist_port = master_port or DEFAULT_SGLANG_DIST_PORT
-                structural += ["--node-rank", str(node_rank), "--dist-init-addr", f"{master_addr}:{dist_port}"]
+        if backend == "ray":
+            # the scheduler runs as an actor of the cluster RAY_ADDRESS names, on one node too
+            structural += ["--use-ray"]
+        elif multi:
+            dist_port = master_port or DEFAULT_SGLANG_DIST_PORT
+            structural += ["--node-rank", str(node_rank), "--dist-init-addr", f"{master_addr}:{dist_port}"]
     if not headless:
         structural += ["--host", str(host), "--port", str(port)]
 

@@ -327,6 +327,12 @@ RENDER_CASES = [
       "--node-rank", "2", "--dist-init-addr", "10.0.0.25:20000", "--enable-metrics", "--trust-remote-code",
       "--mem-fraction-static", "0.85", "--context-length", "32768", "--max-running-requests", "256",
       "--disable-cuda-graph"]),
+    # SGLang with Ray on one node (the notes' one-GPU run): --use-ray without --nnodes
+    ("qwen3.5-122b-fp8-sglang-pp4", dict(engine_version="0.5.23", overrides={"pipeline_parallel_size": 1}),
+     ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.5-122B-A10B-FP8",
+      "--served-model-name", "qwen3.5-122b", "--tp-size", "1", "--pp-size", "1", "--use-ray",
+      "--host", "127.0.0.1", "--port", "8000", "--enable-metrics", "--trust-remote-code", "--mem-fraction-static",
+      "0.85", "--context-length", "32768", "--max-running-requests", "256", "--disable-cuda-graph"]),
     # SGLang API key: the launcher adds it in-process from LLMFLEET_API_KEY; no key flag in argv
     ("nemotron-super-nvfp4-sglang-pp2", dict(nnodes=2, api_key_env="LLMFLEET_API_KEY", executable="/opt/sglang/bin/python",
                                              launcher="/opt/llmfleet/lib/llmfleet_sglang_launch.py"),
