@@ -23,10 +23,10 @@ import re
 
 MARKER_PREFIX = 'llmfleet-patch: '
 
-# Keys a patch.yml may carry. The role reads package/version_spec/archs/file; this module reads
-# id/marker/hunks/original_sha256/known_versions; the rest documents the patch.
+# Keys a patch.yml may carry. The role reads package/version_spec/archs/variants/file; this module
+# reads id/marker/hunks/original_sha256/known_versions; the rest documents the patch.
 PATCH_KEYS = frozenset([
-    'id', 'package', 'version_spec', 'archs', 'file', 'description', 'source', 'why',
+    'id', 'package', 'version_spec', 'archs', 'variants', 'file', 'description', 'source', 'why',
     'original_sha256', 'known_versions', 'marker', 'hunks',
 ])
 HUNK_KEYS = frozenset(['name', 'find', 'replace'])
