@@ -14,7 +14,7 @@ description:
     clients reach it.
   - Never fails on a bad endpoint; RV(ok), RV(error) and the latencies say what happened (the caller decides).
   - A server with a reasoning parser returns the model's thinking as C(reasoning) / C(reasoning_content), not
-    C(content) (a reasoning model cut off by I(max_tokens) returns no content at all): both count as output and
+    C(content); a reasoning model cut off by I(max_tokens) returns no content at all. Both count as output and
     come back apart, as RV(reasoning) and RV(text).
 author:
   - llmfleet maintainers (@llmfleet)
