@@ -172,7 +172,7 @@ models:
   elements: str
   returned: when health_url is set
 smoke:
-  description: The smoke completion's text and latency.
+  description: The smoke completion's answer (C(text)), reasoning (C(reasoning), behind a reasoning parser), tokens and latency.
   type: dict
   returned: when smoke ran
 drained:
@@ -187,7 +187,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_unit
+from ansible_collections.llmfleet.cluster.plugins.module_utils import chat_output, serve_unit
 
 
 # 'activating' is also a crash loop's wait between restarts (SubState auto-restart): a unit there
@@ -293,7 +293,9 @@ class Server:
             doc = json.loads(r.read())
         except Exception as exc:  # noqa: BLE001
             self.m.fail_json(msg='smoke completion failed: %s' % exc, **self.journal_result())
-        return {'text': doc['choices'][0]['message'].get('content'), 'latency_s': round(time.time() - t0, 2),
+        # behind a reasoning parser a short answer is all reasoning and content is null
+        reasoning, text = chat_output.parts(chat_output.first_choice(doc, 'message'))
+        return {'text': text, 'reasoning': reasoning, 'latency_s': round(time.time() - t0, 2),
                 'completion_tokens': (doc.get('usage') or {}).get('completion_tokens')}
 
     # ------------------------------------------------------------------ files
