@@ -47,6 +47,7 @@ lab-down:
 
 demo: venv link lab-up
 	$(BIN)/ansible-playbook site.yml -i inventories/sim
+	@$(BIN)/ansible-playbook playbooks/api_access.yml -i inventories/sim
 
 unit: venv link
 	$(BIN)/pytest -q tests/unit
