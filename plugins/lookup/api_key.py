@@ -13,7 +13,7 @@ description:
     cryptographically random key (Python C(secrets), 256 bits, URL-safe text), mode 0600 in a 0700
     directory.
   - A key kept in a vault is passed as the variable C(serve_api_key) instead and never reaches this lookup.
-  - Concurrent first uses (forks) agree on one key: the file is created exclusively and a loser reads
+  - Concurrent first uses (forks) agree on one key; the file is created exclusively and a loser reads
     the winner's key.
   - Runs on the controller only; the key is never printed. Check mode still creates the file (a
     controller-side file, so that the key a check run shows in diffs is the one a real run uses).
