@@ -192,7 +192,7 @@ def test_first_contact_pins_host_keys_and_refuses_a_changed_one(tmp_path):
     lines.append(f"{MGMT_IP['spark1']} " + " ".join(other.with_suffix(".pub").read_text().split()[:2]))
     known.write_text("\n".join(lines) + "\n")
     rc, out, _ = run_playbook("playbooks/known_hosts.yml", extra_vars={"llmfleet_known_hosts_file": str(known)})
-    assert rc != 0 and re.search(r"spark1 \(10\.231\.0\.11\): the host key\(s\) ssh-ed25519", out), failures(out)
+    assert rc != 0 and re.search(r"spark1 \(10\.231\.0\.11\): the host key\(s\)\s+ssh-ed25519", out), failures(out)
 
 
 def test_ansible_cfg_checks_host_keys_and_only_the_sim_opts_out():
