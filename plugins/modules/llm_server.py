@@ -89,7 +89,7 @@ options:
     default: 20000
   limit_memlock:
     description:
-      - C(LimitMEMLOCK=) of the unit (C(infinity) or bytes): RDMA/RoCE registers NCCL's buffers.
+      - C(LimitMEMLOCK=) of the unit (C(infinity) or bytes), since RDMA/RoCE registers NCCL's buffers.
         The serve role passes at most PID 1's hard limit (a higher one fails at exec, 205/LIMITS).
     type: str
     default: infinity
