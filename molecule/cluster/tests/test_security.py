@@ -8,7 +8,6 @@ import re
 import secrets
 import socket
 import subprocess
-import tempfile
 import urllib.error
 import urllib.request
 
