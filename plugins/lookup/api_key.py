@@ -4,7 +4,8 @@
 
 DOCUMENTATION = r"""
 name: api_key
-author: llmfleet maintainers
+author:
+  - llmfleet maintainers (@llmfleet)
 version_added: "0.2.0"
 short_description: The OpenAI API key of a cluster, generated on first use
 description:
