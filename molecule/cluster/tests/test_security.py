@@ -53,7 +53,7 @@ def listeners(host, ports):
     out = []
     for line in host.check_output("ss -ltnH").splitlines():
         local = line.split()[3]
-        addr, _, port = local.rpartition(":")
+        addr, _sep, port = local.rpartition(":")
         if int(port) not in ports:
             continue
         addr = addr.strip("[]")
@@ -176,13 +176,13 @@ def test_secrets_never_reach_the_output_at_vvv(monkeypatch):
 
 def test_first_contact_pins_host_keys_and_refuses_a_changed_one(tmp_path):
     known = tmp_path / "known_hosts"
-    rc, out, _ = run_playbook("playbooks/known_hosts.yml", extra_vars={"llmfleet_known_hosts_file": str(known)})
+    rc, out, _secs = run_playbook("playbooks/known_hosts.yml", extra_vars={"llmfleet_known_hosts_file": str(known)})
     assert rc == 0, failures(out)
     ssh = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}",
            "-i", SIM_KEY]
     for name in sorted(MGMT_IP):
         assert subprocess.run(ssh + [f"root@{MGMT_IP[name]}", "true"], check=False).returncode == 0, name
-    rc, out, _ = run_playbook("playbooks/known_hosts.yml", extra_vars={"llmfleet_known_hosts_file": str(known)})
+    rc, out, _secs = run_playbook("playbooks/known_hosts.yml", extra_vars={"llmfleet_known_hosts_file": str(known)})
     assert rc == 0 and "changed=1" not in out  # pinned: a second run changes nothing
     # another key for spark1 (as after a reinstall, or a machine in the middle): refused, named
     other = tmp_path / "other"
@@ -190,7 +190,7 @@ def test_first_contact_pins_host_keys_and_refuses_a_changed_one(tmp_path):
     lines = [line for line in known.read_text().splitlines() if not (line.startswith(MGMT_IP["spark1"] + " ssh-ed25519"))]
     lines.append(f"{MGMT_IP['spark1']} " + " ".join(other.with_suffix(".pub").read_text().split()[:2]))
     known.write_text("\n".join(lines) + "\n")
-    rc, out, _ = run_playbook("playbooks/known_hosts.yml", extra_vars={"llmfleet_known_hosts_file": str(known)})
+    rc, out, _secs = run_playbook("playbooks/known_hosts.yml", extra_vars={"llmfleet_known_hosts_file": str(known)})
     assert rc != 0 and re.search(r"spark1 \(10\.231\.0\.11\): the host key\(s\)\s+ssh-ed25519", out), failures(out)
 
 

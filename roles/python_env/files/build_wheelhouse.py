@@ -724,8 +724,8 @@ def lock_entries(text: str) -> dict[str, tuple[str, str]]:
         line = line.strip()
         if not line or line.startswith("#") or "==" not in line:
             continue
-        req, _, rest = line.partition(" ")
-        name, _, version = req.partition("==")
+        req, _sep, rest = line.partition(" ")
+        name, _sep, version = req.partition("==")
         digest = rest.split("--hash=sha256:", 1)[1].split()[0] if "--hash=sha256:" in rest else ""
         out[canon(name)] = (version, digest)
     return out
