@@ -87,6 +87,12 @@ options:
         at exec (status 205/LIMITS); the serve role passes at most PID 1's hard limit.
     type: int
     default: 20000
+  limit_memlock:
+    description:
+      - C(LimitMEMLOCK=) of the unit (C(infinity) or bytes), since RDMA/RoCE registers NCCL's buffers.
+        The serve role passes at most PID 1's hard limit (a higher one fails at exec, 205/LIMITS).
+    type: str
+    default: infinity
   hardening:
     description: Add the systemd sandboxing options.
     type: bool
@@ -331,6 +337,7 @@ def main():
             description=dict(type='str', default='llmfleet engine'),
             memory_max=dict(type='str', default=''),
             limit_nofile=dict(type='int', default=20000),
+            limit_memlock=dict(type='str', default='infinity'),
             stop_timeout=dict(type='int', default=60),
             hardening=dict(type='bool', default=True),
             health_url=dict(type='str', default=''),
@@ -351,7 +358,7 @@ def main():
     unit_text = serve_unit.render_unit(
         p['name'], p['argv'], p['user'], p['group'], p['env_files'] + [s.env_path], p['workdir'],
         p['description'], digest, memory_max=p['memory_max'], hardening=p['hardening'],
-        limit_nofile=p['limit_nofile'], kill_timeout=p['stop_timeout'])
+        limit_nofile=p['limit_nofile'], limit_memlock=p['limit_memlock'], kill_timeout=p['stop_timeout'])
     try:
         env_text = serve_unit.render_env(dict(p['env'], **p['secret_env']))
     except ValueError as exc:
