@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # `make test`: every suite in order, each step's own runner output shown; the last line counts
 # steps. A failed step does not hide the others' results, and the exit code is non-zero.
 set -uo pipefail
