@@ -1,4 +1,7 @@
 #!/usr/bin/env python3
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """List the GPU kernel builds inside a wheel's CUDA libraries, and which of them do not load on a
 device arch: the evidence behind roles/engine_patches/vars/main.yml's kernel table.
 
