@@ -17,7 +17,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$ROOT/.venv/bin
 T=$(mktemp -d /tmp/llmfleet-install-test.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap '[ -n "${LLMFLEET_INSTALL_TEST_KEEP:-}" ] || rm -rf "$T"' EXIT
 step() { echo "--- install-test: $*"; }
 fail() { echo "install-test FAILED: $*" >&2; exit 1; }
 t0=$(date +%s)
