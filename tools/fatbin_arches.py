@@ -43,7 +43,7 @@ def main():
             gap = fatbin.arch_specific_gap(counts, args.device)
             builds = " ".join("%s=%d" % kv for kv in counts.items() if kv[0].startswith("sm_"))
             print("%s %s: %s | not loadable on %s: %s" % (os.path.basename(wheel), name, builds, args.device,
-                                                        ",".join(gap) or "none"))
+                                                          ",".join(gap) or "none"))
 
 
 if __name__ == "__main__":
