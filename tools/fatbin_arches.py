@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """List the GPU kernel builds inside a wheel's CUDA libraries, and which of them do not load on a
 device arch: the evidence behind the cutlass-fp8-sm121 patch's needed_for (roles/engine_patches/README.md).
 

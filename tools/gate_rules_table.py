@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Write docs/gate-rules.md: the controller gate's checks, generated from the rules themselves.
 
 The rows come from plugin_utils/inventory_checks.CHECKS (the first six checks) and

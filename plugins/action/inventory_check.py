@@ -1,5 +1,6 @@
-# Copyright: (c) llmfleet maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Action plugin llmfleet.cluster.inventory_check: controller-side preflight of the inventory.
 
 Runs entirely on the controller from ``hostvars`` and ``groups``: no module is executed and no

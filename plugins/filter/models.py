@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Model distribution filters (the models role). Documentation beside this file in <name>.yml.
 
 The computation is in plugins/module_utils/model_fetch.py; this file only adapts errors.

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Filters: where a Ray node registers, RAY_ADDRESS for engines on Ray, LimitNOFILE/LimitMEMLOCK under the hard limit.
 
 The computation is in plugins/module_utils/raynet.py (pure, unit-tested).

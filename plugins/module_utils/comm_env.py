@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """The single place that computes each host's communication environment.
 
 Input: per-host facts ``{host: {fabric_ip, fabric_iface, rdma_up_netdevs, nccl_ib_hca}}``

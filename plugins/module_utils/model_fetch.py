@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Model distribution: where weights come from, what a copy must contain, what differs.
 
 Pure Python, no I/O (the manifest walk lives in the model_manifest module). Used by the models

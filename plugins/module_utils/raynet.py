@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Where a Ray node registers, how an engine finds the collection's Ray, what LimitNOFILE a unit may ask. Pure.
 
 Three findings of the GPU run (issue 11, benchmarks/gpu/README.md "Collection findings"):

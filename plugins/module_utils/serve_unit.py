@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Serve units: render the systemd unit and env file of one engine process, hash them. Pure.
 
 The hash covers what changes the running engine (argv, environment, release); the module compares

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Source patches on an installed Python package's files: data, state, apply, revert. Pure.
 
 A patch is data (roles/engine_patches/files/patches/<id>/patch.yml): a list of exact ``find`` /

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """After a deploy: judge what playbooks/validate.yml collected, one check per line; JSON + Markdown. Pure.
 
 Input (``raw``), assembled by the playbook from what each host reported:

@@ -1,5 +1,6 @@
-# Copyright: (c) llmfleet maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Controller-side inventory checks for preflight (issue #9): pure functions, no I/O.
 
 ``check_inventory()`` takes plain data (host -> variables, group -> hosts, the serve

@@ -174,7 +174,7 @@ serve_checks() {  # $1 = tag
 sweep() {  # $1 = tag
   local tag=$1
   log "sweep $tag"
-  timeout "${SWEEP_TIMEOUT:-240}" "$(stage_val venv)/bin/python" "$REPO/benchmarks/bench_serve_sweep.py" sweep --inproc --base-url "$(stage_val serve_url)" \
+  timeout "${SWEEP_TIMEOUT:-240}" "$(stage_val venv)/bin/python" "$REPO/playbooks/files/bench_serve_sweep.py" sweep --inproc --base-url "$(stage_val serve_url)" \
     --model "$(stage_val model)" --served-model-name "$(stage_val served_model_name)" \
     --concurrency "${SWEEP_CONC:-1,2,4,8,16,32}" --input-len 256 --output-len 128 --prompts-per-level 8 --min-prompts 16 \
     --num-warmups 4 --out-dir "$RES/sweep-$tag" --label "$tag" --plot --title "tiny Llama, 2x H200, $tag" \
@@ -235,7 +235,7 @@ phase_byhand() {
   rc=${PIPESTATUS[0]}
   [[ $rc == 0 ]] || { tail -60 "$RES/byhand-serve.log"; return 1; }
   sweep byhand-tp2
-  "$PY" "$REPO/benchmarks/bench_serve_sweep.py" plot "$RES/sweep-collection-tp2/sweep.csv" "$RES/sweep-byhand-tp2/sweep.csv" \
+  "$PY" "$REPO/playbooks/files/bench_serve_sweep.py" plot "$RES/sweep-collection-tp2/sweep.csv" "$RES/sweep-byhand-tp2/sweep.csv" \
     --labels collection,by-hand --out "$RES/compare-collection-vs-byhand.png" --title "tiny Llama TP=2 on 2x H200: collection vs by hand"
   stop_pid "$XFER/serve.pid" 20; "$venv/bin/ray" stop --force >/dev/null 2>&1 || true
 }

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Concurrency sweep of a served model with the engine's own benchmark, to CSV and PNG.
 
   bench_serve_sweep.py sweep --base-url http://HOST:8000 --model PATH_OR_ID --served-model-name NAME \
