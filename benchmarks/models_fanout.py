@@ -28,9 +28,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = Path(os.environ.get("LFB_DIR", "/var/tmp/lfbench"))
-MGMT, FAB = "lfb-mgmt", "lfb-fab"
-CONTROLLER_IP = "10.242.0.254"
+# LFB_PREFIX / LFB_NET / LFB_DIR let a second lab (the integration test's) exist beside this one
+PREFIX = os.environ.get("LFB_PREFIX", "lfb")
+NET = os.environ.get("LFB_NET", "10.242")
+BASE = Path(os.environ.get("LFB_DIR", f"/var/tmp/{PREFIX}bench"))
+MGMT, FAB = f"{PREFIX}-mgmt", f"{PREFIX}-fab"
+CONTROLLER_IP = f"{NET}.0.254"
 RATE = "1gbit"
 MODEL = "bench-model"
 
@@ -41,15 +44,15 @@ def sh(*argv, check=True, ns=None, **kw):
 
 
 def node(i):
-    return f"lfb{i}"
+    return f"{PREFIX}{i}"
 
 
 def mgmt_ip(i):
-    return f"10.242.0.{i}"
+    return f"{NET}.0.{i}"
 
 
 def fab_ip(i):
-    return f"10.242.1.{i}"
+    return f"{NET}.1.{i}"
 
 
 def ndir(i):
@@ -75,7 +78,7 @@ def up(nodes, shape=True):
         sh("ip", "netns", "add", ns)
         sh("ip", "link", "set", "lo", "up", ns=ns)
         for kind, bridge, ip in (("m", MGMT, mgmt_ip(i)), ("f", FAB, fab_ip(i))):
-            outer, inner = f"lfb{kind}{i}", "mgmt" if kind == "m" else "fab"
+            outer, inner = f"{PREFIX}{kind}{i}", "mgmt" if kind == "m" else "fab"
             sh("ip", "link", "add", outer, "type", "veth", "peer", "name", f"{outer}x")
             sh("ip", "link", "set", f"{outer}x", "netns", ns)
             sh("ip", "link", "set", f"{outer}x", "name", inner, ns=ns)
@@ -130,16 +133,16 @@ def write_inventory(nodes):
 
 
 def down(quiet=False):
-    for pidfile in BASE.glob("lfb*/sshd.pid") if BASE.exists() else []:
+    for pidfile in BASE.glob(f"{PREFIX}*/sshd.pid") if BASE.exists() else []:
         try:
             os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
         except (ValueError, OSError):
             pass
     names = sh("ip", "netns", "list", check=False).stdout.split()
-    for ns in [n for n in names if re.fullmatch(r"lfb\d+", n)]:
+    for ns in [n for n in names if re.fullmatch(rf"{PREFIX}\d+", n)]:
         sh("ip", "netns", "del", ns, check=False)
     links = sh("ip", "-o", "link", "show", check=False).stdout
-    for name in re.findall(r"^\d+: (lfb[-mf]\w*?)[@:]", links, re.M):
+    for name in re.findall(rf"^\d+: ({PREFIX}(?:-mgmt|-fab|[mf]\d+))[@:]", links, re.M):
         sh("ip", "link", "del", name, check=False)
     if BASE.exists():
         shutil.rmtree(BASE)
@@ -165,7 +168,7 @@ def generate(size_gb, files=4):
 def counters():
     def read(dev, what):
         return int(Path(f"/sys/class/net/{dev}/statistics/{what}").read_text())
-    ports = [p.name for p in Path("/sys/class/net").iterdir() if re.fullmatch(r"lfbf\d+", p.name)]
+    ports = [p.name for p in Path("/sys/class/net").iterdir() if re.fullmatch(rf"{PREFIX}f\d+", p.name)]
     return {"controller_mgmt_bytes": read(MGMT, "rx_bytes") + read(MGMT, "tx_bytes"),
             "fabric_bytes": sum(read(p, "tx_bytes") for p in ports)}
 
@@ -179,7 +182,10 @@ def wipe_copies(nodes):
 def play(nodes, distribution, timeout, extra=None):
     playbook = BASE / "models.yml"
     playbook.write_text("- name: Models\n  hosts: all\n  gather_facts: false\n  roles:\n    - role: llmfleet.cluster.models\n")
+    timeline = BASE / "timeline.json"
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_CACHE_PLUGIN="memory",
+               ANSIBLE_CALLBACK_PLUGINS=str(ROOT / "benchmarks/callback_plugins"),
+               ANSIBLE_CALLBACKS_ENABLED="llmfleet_timeline", LLMFLEET_TIMELINE_FILE=str(timeline),
                ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".build/collections"), ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_SSH_CONTROL_PATH_DIR=str(BASE / "cp"))
     argv = [str(ROOT / ".venv/bin/ansible-playbook"), "-i", str(BASE / "inventory.json"), str(playbook),
@@ -195,7 +201,27 @@ def play(nodes, distribution, timeout, extra=None):
     after = counters()
     changed = sum(int(m) for m in re.findall(r"changed=(\d+)", out))
     return {"nodes": nodes, "distribution": distribution, "rc": rc, "seconds": round(seconds, 1),
-            "changed": changed, **{k: after[k] - before[k] for k in after}}, out
+            "copy_seconds": copy_phase(timeline), "changed": changed,
+            **{k: after[k] - before[k] for k in after}}, out
+
+
+# The byte-moving phase, from the task starts the timeline callback records: the fabric rounds, or
+# the controller's fetch from the source node + its copies to the nodes (both end where the copies
+# are verified). The rest of a run is Ansible's own per-task cost, the same on both paths.
+COPY_START = ("Pull the model from this round's sender over the fabric",
+              "Fetch the files some node lacks from the source node to the controller")
+COPY_END = "Verify the copied files"
+
+
+def copy_phase(timeline):
+    try:
+        tasks = json.loads(timeline.read_text())["tasks"]
+        timeline.unlink()
+    except (OSError, ValueError, KeyError):
+        return None
+    starts = [t["start"] for t in tasks if any(t["task"].endswith(n) for n in COPY_START)]
+    ends = [t["start"] for t in tasks if t["task"].endswith(COPY_END)]
+    return round(ends[-1] - starts[0], 1) if starts and ends else None
 
 
 def run(args):
@@ -209,7 +235,7 @@ def run(args):
                 res, out = play(nodes, distribution, args.timeout)
                 res["model_bytes"] = size
                 if res["rc"] != 0:
-                    (BASE.parent / f"lfbench-{nodes}-{distribution}.log").write_text(out)
+                    (BASE.parent / f"{PREFIX}bench-{nodes}-{distribution}.log").write_text(out)
                 if distribution == "fabric" and res["rc"] == 0:
                     again, out2 = play(nodes, distribution, args.timeout)
                     res["second_run_changed"] = again["changed"]

@@ -122,14 +122,15 @@ def rsync_argv(sender_ip, rel_path, dest, key_file, known_hosts, port=22, timeou
     Only the files the receiver lacks or holds wrong are named (--files-from=-, the manifest's `bad`);
     --ignore-times sends them even when size and mtime happen to match. An interrupted file stays in
     .llmfleet-partial (hidden: not part of the model) and is the basis of the next run's transfer.
-    probe: list the sender's model directory instead (reach + key + path, no bytes copied).
+    probe: list the sender's models_dir instead (reach + host key + cluster key + rrsync, no bytes
+    copied); not the model directory, which a later round's sender gets only in an earlier round.
     """
     ssh = (f"ssh -i {key_file} -p {int(port)} -o BatchMode=yes -o IdentitiesOnly=yes "
            f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes "
            f"-o ConnectTimeout={int(timeout)}")
     remote = f"{sender_ip}:{rel_path.rstrip('/')}/"
     if probe:
-        return ["rsync", "--list-only", "--timeout", str(int(timeout)), "-e", ssh, remote]
+        return ["rsync", "--list-only", "--timeout", str(int(timeout)), "-e", ssh, f"{sender_ip}:./"]
     return ["rsync", "-rt", "--ignore-times", "--partial-dir=.llmfleet-partial", "--files-from=-",
             "--timeout", str(int(timeout) * 4), "--stats", "-e", ssh,
             remote, f"{str(dest).rstrip('/')}/"]

@@ -120,7 +120,7 @@ def test_rsync_argv_pull_and_probe():
     assert "-i /k/id" in ssh and "UserKnownHostsFile=/k/kh" in ssh and "StrictHostKeyChecking=yes" in ssh
     assert "BatchMode=yes" in ssh
     probe = F.rsync_argv("10.0.1.11", "tiny-llama", "/d", "/k/id", "/k/kh", probe=True)
-    assert "--list-only" in probe and probe[-1] == "10.0.1.11:tiny-llama/" and "--files-from=-" not in probe
+    assert "--list-only" in probe and probe[-1] == "10.0.1.11:./" and "--files-from=-" not in probe
 
 
 # real ssh / rsync messages
