@@ -79,17 +79,11 @@ options:
     description: Every node of the group has Up RDMA; NCCL on C(NET/Socket) is then reported as a fallback.
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: Read-only (it moves test data between the nodes); runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux nodes with torch in the engine venv.
+extends_documentation_fragment:
+  - llmfleet.cluster.attributes.read_only
+  - ansible.builtin.action_common_attributes
+notes:
+  - Linux nodes with torch in the engine venv.
 '''
 
 EXAMPLES = r'''

@@ -80,17 +80,9 @@ options:
     description: Seconds the probe may take (importing torch is the slow part).
     type: int
     default: 120
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff.
-  platform:
-    support: full
-    description: Linux with glibc (uses C(/proc/self/maps) and C(dladdr)).
-    platforms: posix
+extends_documentation_fragment:
+  - llmfleet.cluster.attributes.read_only
+  - ansible.builtin.action_common_attributes
 notes:
   - Linux with glibc only (uses C(/proc/self/maps) and C(dladdr)).
 """

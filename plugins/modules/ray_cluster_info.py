@@ -53,18 +53,11 @@ options:
     description: Fail when the audit finds a difference.
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux nodes with Ray in a venv.
+extends_documentation_fragment:
+  - llmfleet.cluster.attributes.read_only
+  - ansible.builtin.action_common_attributes
 notes:
+  - Linux nodes with Ray in a venv.
   - The probe is a Ray driver; it needs the node to be part of the cluster (run it on the head).
 '''
 

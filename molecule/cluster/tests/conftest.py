@@ -1,94 +1,15 @@
-"""Helpers shared by the cluster checks (they run from the controller, against the sim only)."""
-import json
+"""The cluster checks' pytest hooks; the lab helpers themselves live in tests/lib/lab.py (one
+helper for every scenario) and are re-exported here for `from conftest import ...`."""
+import os
+import sys
 import time
 
-FABRIC_IP = {"spark1": "10.231.1.11", "spark2": "10.231.1.12", "thor1": "10.231.1.13", "thor2": "10.231.1.14"}
-MGMT_IP = {"spark1": "10.231.0.11", "spark2": "10.231.0.12", "thor1": "10.231.0.13", "thor2": "10.231.0.14"}
-VENV = "/opt/llmfleet/venvs/current"
+sys.path.insert(0, os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "tests", "lib"))
 
-PROBE = ("import json, ray; ray.init(address='10.231.1.11:6379', logging_level='ERROR', log_to_driver=False); "
-         "print('STATE', json.dumps(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))")
-
-
-def alive_ray_ips(head_host):
-    """Fabric IPs of the alive Ray nodes, as the head's GCS sees them."""
-    out = head_host.check_output(f"runuser -u llmfleet -- {VENV}/bin/python -c \"{PROBE}\" 2>/dev/null | grep ^STATE")
-    return json.loads(out.split(" ", 1)[1])
-
-
-def wait_for(predicate, timeout, step=3):
-    """Seconds until predicate() is true, or raise after timeout."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        try:
-            if predicate():
-                return time.monotonic() - t0
-        except AssertionError:
-            pass
-        time.sleep(step)
-    raise AssertionError(f"condition not met within {timeout}s")
-
-
-# ----------------------------------------------------------------------------- playbook runs
-import os  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-
-ROOT = os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SIM_INVENTORY = os.path.join(ROOT, "inventories", "sim")
-
-
-def ansible_bin(name):
-    """An ansible CLI from the venv that runs the tests."""
-    return os.path.join(os.path.dirname(__import__("sys").executable), name)
-
-
-def run_ansible(cmd, timeout, tail):
-    """Run an ansible CLI against the sim with the project's config and collection. -> (rc, output, seconds)."""
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=timeout, check=False)
-    seconds = time.monotonic() - t0
-    print(f"\n$ {' '.join(cmd)}  -> rc={proc.returncode} in {seconds:.0f}s\n{proc.stdout[-tail:]}")
-    return proc.returncode, proc.stdout, seconds
-
-
-def run_playbook(playbook, *args, extra_vars=None, timeout=900):
-    """ansible-playbook <playbook> on the sim, from the controller. -> (rc, output, seconds)."""
-    cmd = [ansible_bin("ansible-playbook"), "-i", SIM_INVENTORY, os.path.join(ROOT, playbook), *args]
-    if extra_vars:
-        cmd += ["-e", json.dumps(extra_vars)]
-    return run_ansible(cmd, timeout, tail=3000)
-
-
-def run_module(host, module, args, timeout=300):
-    """ansible <host> -m <module> -a <json args> on the sim, from the controller. -> (rc, output)."""
-    rc, out, _secs = run_ansible([ansible_bin("ansible"), "-i", SIM_INVENTORY, host, "-m", module,
-                                  "-a", json.dumps(args)], timeout, tail=2000)
-    return rc, out
-
-
-def failures(text, limit=4000):
-    """The failed tasks of an ansible run (their 'fatal:'/'failed:' blocks), for an assertion's
-    message: CI shows the assertion, not always the captured output."""
-    blocks = re.findall(r"^(?:fatal|failed): \[.*?(?=^\S|\Z)", text, re.M | re.S)
-    return ("\n".join(blocks) or text[-limit:])[-limit:]
-
-
-def recap(text):
-    """{host: {ok, changed, failed, ...}} from a PLAY RECAP."""
-    out = {}
-    for m in re.finditer(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", text, re.M):
-        out[m.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
-    return out
-
-
-def unit_started_at(host, unit):
-    """ActiveEnterTimestampMonotonic of a unit: changes exactly when it (re)starts."""
-    return host.check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {unit}")
+from lab import (  # noqa: E402,F401  (re-exported for the check files)
+    FABRIC_IP, MGMT_IP, PROBE, ROOT, SIM_INVENTORY, VENV, alive_ray_ips, ansible_bin, failures, recap,
+    run_ansible, run_module, run_playbook, unit_started_at, wait_for)
 
 
 # Checks that have not passed on a converged sim yet, or that show a known product gap, go here as

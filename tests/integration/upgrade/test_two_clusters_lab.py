@@ -22,7 +22,6 @@ Measured (2026-11-23 run): see benchmarks/RESULTS.md, "Two clusters upgraded one
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -32,8 +31,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lib"))
+import lab  # noqa: E402  (tests/lib: the one lab helper)
+
 ROOT = Path(__file__).resolve().parents[3]
-BIN = Path(sys.executable).parent
 SIM = ROOT / "inventories" / "sim"
 RELEASE_A = yaml.safe_load((SIM / "group_vars" / "all.yml").read_text())["llmfleet_release"]
 RELEASE_B = RELEASE_A + "-b"
@@ -67,17 +68,7 @@ def two_cluster_inventory(target: Path) -> Path:
 
 
 def playbook(inventory, path, *args, timeout=3600):
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
-           "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".build" / "collections"), "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
-    t0 = time.monotonic()
-    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(ROOT / path), *args], cwd=ROOT,
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
-    secs = time.monotonic() - t0
-    print(f"\n$ ansible-playbook -i {inventory} {path} {' '.join(args)} -> rc={proc.returncode} in {secs:.0f}s")
-    if proc.returncode != 0:
-        print(proc.stdout[-6000:])
-    return proc.returncode, proc.stdout, secs
-
+    return lab.run_playbook(path, *args, inventory=inventory, timeout=timeout, tail=6000)
 
 def api(cluster):
     doc = yaml.safe_load((SIM / "hosts.yml").read_text())["all"]["children"]
@@ -112,12 +103,9 @@ class Prober(threading.Thread):
 
 
 def current(inventory, host):
-    out = subprocess.run([str(BIN / "ansible"), host, "-i", str(inventory), "-o", "-m", "ansible.builtin.command",
-                          "-a", "readlink /opt/llmfleet/venvs/current"], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-                              "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".build" / "collections")}, check=False).stdout
-    return os.path.basename(out.strip().split()[-1]) if "(stdout)" in out else "?"
-
+    rc, out = lab.run_module(host, "ansible.builtin.command", {"cmd": "readlink /opt/llmfleet/venvs/current"},
+                             inventory=inventory)
+    return os.path.basename(out.strip().split()[-1]) if rc == 0 else "?"
 
 def upgrade_both(inventory, reports, release):
     """upgrade.yml to `release` with probers on both APIs; -> (rc, output, {cluster: report}, {cluster: probe log})."""

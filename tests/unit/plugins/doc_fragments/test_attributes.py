@@ -1,11 +1,12 @@
 """The shared read-only attributes fragment: what the info modules promise about check and diff mode."""
 import importlib.util
 import os
+import re
 
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-MODULES = ("gpu_info", "rdma_info", "model_manifest")
+MODULES = ("gpu_info", "rdma_info", "model_manifest", "collective_check", "nccl_check", "ray_cluster_info")
 
 
 def load_fragment():
@@ -26,7 +27,7 @@ def test_info_modules_use_it_and_do_not_redefine_it():
     for name in MODULES:
         spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "plugins", "modules", name + ".py"))
         text = open(spec.origin, encoding="utf-8").read()
-        doc = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+        doc = yaml.safe_load(re.search(r"DOCUMENTATION = r('''|\"\"\")(.*?)\1", text, re.S).group(2))
         assert "llmfleet.cluster.attributes.read_only" in doc["extends_documentation_fragment"], name
         assert "attributes" not in doc, name
         # first, so its values win over action_common_attributes' (platform support N/A there)

@@ -6,17 +6,10 @@ import json
 
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.cluster.plugins.modules import collective_check
+from uthelper import run_module
 
-
-class ModuleExit(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result)
-        self.result = result
-        self.failed = failed
 
 
 def fake_venv(tmp_path, backend, nccl_lines="", error=""):
@@ -39,23 +32,12 @@ def fake_venv(tmp_path, backend, nccl_lines="", error=""):
 
 
 def run(monkeypatch, tmp_path, args):
-    def exit_json(self, **kw):
-        raise ModuleExit(kw, False)
-
-    def fail_json(self, **kw):
-        raise ModuleExit(kw, True)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     env_file = tmp_path / "comm.env"
     env_file.write_text("# comm\nGLOO_SOCKET_IFNAME=eth1\nNCCL_IB_DISABLE=1\n")
     base = {"run_as": "", "master_addr": "10.231.79.11", "rank": 0, "world_size": 2,
             "env_files": [str(env_file), "-" + str(tmp_path / "absent.env")]}
     base.update(args)
-    with patch_module_args(base):
-        with pytest.raises(ModuleExit) as exc:
-            collective_check.main()
-    return exc.value
+    return run_module(monkeypatch, collective_check, base)
 
 
 SOCKET = ("spark2:2211:2290 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n"

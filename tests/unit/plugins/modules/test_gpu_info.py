@@ -3,10 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.cluster.plugins.modules import gpu_info
+from uthelper import run_module
 
 FIXTURES = Path(__file__).resolve().parents[2] / 'fixtures' / 'gpu'
 
@@ -19,37 +18,12 @@ def fixture(name):
     return (FIXTURES / name).read_text()
 
 
-class ModuleExit(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result)
-        self.result = result
-        self.failed = failed
-
 
 def run(monkeypatch, args, smi_path, query, header=(0, '', '')):
     """``query``/``header``: (rc, out, err) of the CSV query and of plain nvidia-smi."""
-    calls, warnings = [], []
-
-    def exit_json(self, **kwargs):
-        raise ModuleExit(kwargs, failed=False)
-
-    def fail_json(self, **kwargs):
-        raise ModuleExit(kwargs, failed=True)
-
-    def run_command(self, argv, *a, **kw):
-        calls.append(list(argv))
-        return query if len(argv) > 1 else header
-
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
-                        lambda self, name, required=False, opt_dirs=None: smi_path if name == 'nvidia-smi' else None)
-    monkeypatch.setattr(basic.AnsibleModule, 'run_command', run_command)
-    monkeypatch.setattr(basic.AnsibleModule, 'warn', lambda self, msg: warnings.append(msg))
-    with patch_module_args(args):
-        with pytest.raises(ModuleExit) as exc:
-            gpu_info.main()
-    return exc.value, calls, warnings
+    out = run_module(monkeypatch, gpu_info, args, commands=lambda argv: query if len(argv) > 1 else header,
+                     bins={'nvidia-smi': smi_path})
+    return out, out.calls, out.warnings
 
 
 @pytest.mark.parametrize('query, header, expected', [

