@@ -132,11 +132,26 @@ def write_inventory(nodes):
     (BASE / "inventory.json").write_text(json.dumps(inv, indent=1))
 
 
+def our_sshds():
+    """PIDs of the sshds this lab started: their command line names a config under BASE."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if cmd.startswith("/usr/sbin/sshd -f ") and f"{BASE}/{PREFIX}" in cmd or \
+                    cmd.startswith(f"sshd: /usr/sbin/sshd -f {BASE}/{PREFIX}"):
+                pids.append(int(proc.name))
+    return pids
+
+
 def down(quiet=False):
-    for pidfile in BASE.glob(f"{PREFIX}*/sshd.pid") if BASE.exists() else []:
+    for pid in our_sshds():
         try:
-            os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
-        except (ValueError, OSError):
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
             pass
     names = sh("ip", "netns", "list", check=False).stdout.split()
     for ns in [n for n in names if re.fullmatch(rf"{PREFIX}\d+", n)]:
