@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: a generated multi-GB model onto N nodes via the fabric path vs the controller path of
 the REAL models role, on a lab of network namespaces built here (not the shared sim lab).
 
@@ -101,7 +100,7 @@ def up(nodes, shape=True):
         sh("/usr/sbin/sshd", "-f", d / "sshd_config", ns=ns)
     write_inventory(nodes)
     for i in range(1, nodes + 1):   # wait for every sshd
-        for _ in range(50):
+        for _attempt in range(50):
             if sh("ssh", "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                   "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", f"root@{mgmt_ip(i)}", "true", check=False).returncode == 0:
                 break
@@ -128,7 +127,7 @@ def write_inventory(nodes):
                  "models_source": "path", "models_cache": str(BASE / "controller-cache"),
                  "models_verify_hashes": False, "models_min_free_gb": 1},
         "children": {"ray_head": {"hosts": {node(1): hosts[node(1)]}},
-                     "ray_workers": {"hosts": {h: v for h, v in list(hosts.items())[1:]}}}}}
+                     "ray_workers": {"hosts": dict(list(hosts.items())[1:])}}}}
     (BASE / "inventory.json").write_text(json.dumps(inv, indent=1))
 
 
@@ -208,7 +207,7 @@ def play(nodes, distribution, timeout, extra=None):
             "--limit", ",".join(node(i) for i in range(1, nodes + 1))]
     before, start = counters(), time.monotonic()
     try:
-        res = subprocess.run(argv, env=env, text=True, capture_output=True, timeout=timeout)
+        res = subprocess.run(argv, env=env, text=True, capture_output=True, timeout=timeout, check=False)
         rc, out = res.returncode, res.stdout + res.stderr
     except subprocess.TimeoutExpired as exc:
         rc, out = 124, (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")

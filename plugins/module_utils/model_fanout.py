@@ -28,7 +28,7 @@ def plan_rounds(holders, targets):
     holders: hosts with a complete copy (the first is the source); targets: hosts lacking one
     (holders are removed from them). Deterministic: hosts keep the order given.
     """
-    have = [h for h in dict.fromkeys(holders)]
+    have = list(dict.fromkeys(holders))
     if not have:
         raise FanoutError("no node holds a complete copy of the model: nothing to fan out from. "
                           "Fix: fetch or generate the model on the source node first (models_source)")

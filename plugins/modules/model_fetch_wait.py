@@ -34,9 +34,26 @@ options:
     description: Seconds to wait in all; the job goes on after it (re-run to wait again).
     type: int
     default: 86400
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.conn
+  - ansible.builtin.action_common_attributes.flow
 attributes:
+  action:
+    support: full
+  async:
+    support: none
+  become:
+    support: full
+  bypass_host_loop:
+    support: none
+  connection:
+    support: full
   check_mode:
     support: none
+    details: It waits for a job started outside check mode; the models role skips it in check mode.
+  delegation:
+    support: full
   diff_mode:
     support: none
   platform:

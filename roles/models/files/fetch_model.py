@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Fetch a model on this node (the models role's source node): the Hugging Face hub, URLs, or a
 Hugging Face cache snapshot already here. Run by the models role as an async job:
 

@@ -137,7 +137,7 @@ def test_rsync_argv_pull_and_probe():
 ])
 def test_classify_rsync_failure(rc, stderr, cause, fix):
     line = F.classify_rsync_failure("spark2", "spark1", "10.0.1.11", rc, stderr)
-    assert line.startswith("spark2: ") and cause in line and f"Fix: " in line and fix in line
+    assert line.startswith("spark2: ") and cause in line and "Fix: " in line and fix in line
 
 
 def test_probe_problems():

@@ -87,7 +87,7 @@ def run_script(spec, tmp_path, env=None):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
     res = subprocess.run([sys.executable, SCRIPT, str(path)], capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, **(env or {})))
+                         env=dict(os.environ, **(env or {})), check=False)
     return res.returncode, json.loads(res.stdout.strip().splitlines()[-1]), res
 
 
@@ -114,12 +114,12 @@ def test_script_url_download_verify_and_idempotence(tmp_path, http_dir):
     # a stale partial file from an interrupted run: the server ignores Range, so it is replaced
     local.mkdir(parents=True)
     (local / "model.safetensors.part").write_bytes(b"garbage")
-    rc, out, _ = run_script(spec, tmp_path)
+    rc, out, _res = run_script(spec, tmp_path)
     assert rc == 0 and out["changed"] is True
     assert (local / "model.safetensors").read_bytes() == data
     progress = json.loads((local / N.PROGRESS).read_text())
     assert progress["total"] == len(data) and progress["done"] >= len(data) - len(b"garbage")
-    rc, out, _ = run_script(spec, tmp_path)
+    rc, out, _res = run_script(spec, tmp_path)
     assert rc == 0 and out["changed"] is False
 
 
@@ -127,7 +127,7 @@ def test_script_url_bad_sha256(tmp_path, http_dir):
     served, base = http_dir
     (served / "w.bin").write_bytes(b"x" * 1000)
     spec = N.node_fetch_spec("url", str(tmp_path / "m"), urls=[{"url": f"{base}/w.bin", "sha256": SHA}])
-    rc, out, _ = run_script(spec, tmp_path)
+    rc, out, _res = run_script(spec, tmp_path)
     assert rc == 2 and out["kind"] == "sha256" and not (tmp_path / "m" / "w.bin").exists()
 
 
@@ -136,7 +136,7 @@ def test_script_url_no_space(tmp_path, http_dir):
     (served / "w.bin").write_bytes(b"x" * 1000)
     spec = N.node_fetch_spec("url", str(tmp_path / "m"), urls=[{"url": f"{base}/w.bin", "sha256": SHA}],
                              reserve_bytes=1 << 60)     # no disk has an exbibyte free
-    rc, out, _ = run_script(spec, tmp_path)
+    rc, out, _res = run_script(spec, tmp_path)
     assert rc == 2 and out["kind"] == "space" and not (tmp_path / "m" / "w.bin").exists()
 
 
@@ -160,20 +160,20 @@ def make_cache(tmp_path):
 def test_script_hf_cache_links_the_snapshot(tmp_path):
     cache, commit, files = make_cache(tmp_path)
     local = tmp_path / "models" / "org" / "tiny"
-    rc, out, _ = run_script(N.node_fetch_spec("hf_cache", str(local), repo_id="org/tiny", cache_dir=str(cache)), tmp_path)
+    rc, out, _res = run_script(N.node_fetch_spec("hf_cache", str(local), repo_id="org/tiny", cache_dir=str(cache)), tmp_path)
     assert rc == 0 and out["changed"] and out["revision"] == commit
     for rel, data in files.items():
         assert (local / rel).read_bytes() == data and not (local / rel).is_symlink()
     blob = cache / "models--org--tiny" / "blobs" / hashlib.sha256(files["model.safetensors"]).hexdigest()
     assert os.stat(local / "model.safetensors").st_ino == os.stat(blob).st_ino     # a hard link, no copy
-    rc, out, _ = run_script(N.node_fetch_spec("hf_cache", str(local), repo_id="org/tiny", cache_dir=str(cache)), tmp_path)
+    rc, out, _res = run_script(N.node_fetch_spec("hf_cache", str(local), repo_id="org/tiny", cache_dir=str(cache)), tmp_path)
     assert out["changed"] is False
 
 
 def test_script_hf_cache_missing_revision(tmp_path):
-    cache, commit, _ = make_cache(tmp_path)
+    cache, commit, _files = make_cache(tmp_path)
     spec = N.node_fetch_spec("hf_cache", str(tmp_path / "m"), repo_id="org/tiny", revision="v2", cache_dir=str(cache))
-    rc, out, _ = run_script(spec, tmp_path)
+    rc, out, _res = run_script(spec, tmp_path)
     assert rc == 2 and out["kind"] == "revision" and commit in out["msg"]
     assert "has:" in N.failure_message("thor1", out, spec)
 
