@@ -70,6 +70,7 @@ def two_cluster_inventory(target: Path) -> Path:
 def playbook(inventory, path, *args, timeout=3600):
     return lab.run_playbook(path, *args, inventory=inventory, timeout=timeout, tail=6000)
 
+
 def api(cluster):
     doc = yaml.safe_load((SIM / "hosts.yml").read_text())["all"]["children"]
     head = CLUSTERS[cluster]["serve"][0]
@@ -106,6 +107,7 @@ def current(inventory, host):
     rc, out = lab.run_module(host, "ansible.builtin.command", {"cmd": "readlink /opt/llmfleet/venvs/current"},
                              inventory=inventory)
     return os.path.basename(out.strip().split()[-1]) if rc == 0 else "?"
+
 
 def upgrade_both(inventory, reports, release):
     """upgrade.yml to `release` with probers on both APIs; -> (rc, output, {cluster: report}, {cluster: probe log})."""
