@@ -15,6 +15,7 @@ import yaml
 
 from ansible_collections.llmfleet.cluster.plugins.filter import serving
 from ansible_collections.llmfleet.cluster.plugins.module_utils import flagcheck
+from ansible_collections.llmfleet.cluster.plugins.module_utils import profiles as _profiles
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 HELP_DIR = os.path.join(ROOT, "tests", "unit", "fixtures", "engine_help")
@@ -72,12 +73,15 @@ def test_shipped_profile_passes_the_pinned_help(name, version):
         index = flagcheck.parse_help(handle.read())
     size = prof["tensor_parallel_size"] * prof["pipeline_parallel_size"]
     plan = serving.serve_plan(prof, HOSTS[prof.get("device", "gpu")](size))
-    key_env = "VLLM_API_KEY" if engine == "vllm" else "SGLANG_API_KEY"
+    # how the serve role renders them: vLLM reads VLLM_API_KEY, SGLang's launcher LLMFLEET_API_KEY
+    key_env = _profiles.VLLM_API_KEY_ENV if engine == "vllm" else _profiles.SGLANG_API_KEY_ENV
+    launcher = None if engine == "vllm" else "/opt/llmfleet/bin/" + os.path.basename(_profiles.SGLANG_LAUNCHER)
     ranks = plan["ranks"] if prof["backend"] in ("mp", "native") else plan["ranks"][:1]
     errors = []
     for rank in ranks:
         argv = serving.serve_command(prof, plan, rank["node_rank"], engine_version=version,
-                                     master_addr="10.0.0.25", host="10.0.0.25", api_key_env=key_env)
+                                     master_addr="10.0.0.25", host="10.0.0.25", api_key_env=key_env,
+                                     launcher=launcher)
         out = flagcheck.check_argv(argv, index, engine, version, prof)
         errors += [f"profile {name}, rank {rank['node_rank']}: {err}" for err in out["errors"]]
     assert errors == [], "\n".join(errors)
