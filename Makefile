@@ -47,6 +47,8 @@ lab-down:
 
 demo: venv link lab-up
 	$(BIN)/ansible-playbook site.yml -i inventories/sim
+	@mkdir -p .build && $(BIN)/ansible-playbook playbooks/api_access.yml -i inventories/sim \
+		-e api_access_out=$(ROOT)/.build/api_access.txt >/dev/null && cat .build/api_access.txt
 
 unit: venv link
 	$(BIN)/pytest -q tests/unit

@@ -22,7 +22,7 @@ def _catch(func):
 
 @_catch
 def model_hf_argv(python, repo_id, local_dir, revision=None, allow_patterns=None, filename=None):
-    """argv that downloads a hub repository (or one file) into local_dir; the token goes in HF_TOKEN."""
+    """argv that downloads a hub repository (or one file) into local_dir; the token goes on its stdin."""
     return _fetch.hf_fetch_argv(python, repo_id, local_dir, revision or None,
                                 _plain(allow_patterns) if allow_patterns else None, filename)
 

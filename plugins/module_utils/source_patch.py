@@ -23,12 +23,12 @@ import re
 
 MARKER_PREFIX = 'llmfleet-patch: '
 
-# Keys a patch.yml may carry. The role reads package/version_spec/archs/file; this module reads
-# id/marker/hunks/original_sha256/known_versions/needed_for; the rest documents the patch.
+# Keys a patch.yml may carry. The role reads package/version_spec/archs/variants/file; this module
+# reads id/marker/hunks/original_sha256/known_versions/needed_for; the rest documents the patch.
 # needed_for: the versions whose published build has the fault the patch works around (measured,
 # e.g. with tools/fatbin_arches.py); a version there but outside version_spec is a gap, not a skip.
 PATCH_KEYS = frozenset([
-    'id', 'package', 'version_spec', 'archs', 'file', 'description', 'source', 'why',
+    'id', 'package', 'version_spec', 'archs', 'variants', 'file', 'description', 'source', 'why',
     'original_sha256', 'known_versions', 'marker', 'hunks', 'needed_for', 'needed_for_evidence',
 ])
 HUNK_KEYS = frozenset(['name', 'find', 'replace'])

@@ -23,7 +23,8 @@ from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks 
 
 SPECS = load_role_specs(ROLES_DIR)
 VARIANTS = load_variants(VARIANTS_DIR)
-PROFILES = {"pp4": {"engine": "vllm", "tensor_parallel_size": 1, "pipeline_parallel_size": 4}}
+PROFILES = {"pp4": {"engine": "vllm", "tensor_parallel_size": 1, "pipeline_parallel_size": 4},
+            "sg-pp4": {"engine": "sglang", "tensor_parallel_size": 1, "pipeline_parallel_size": 4}}
 BASE = {
     "spark1": {"ansible_host": "192.0.2.11", "llmfleet_fabric_ip": "10.9.0.11", "llmfleet_gpu_arch": "sm_121"},
     "spark2": {"ansible_host": "192.0.2.12", "llmfleet_fabric_ip": "10.9.0.12", "llmfleet_gpu_arch": "sm_121"},
@@ -111,11 +112,13 @@ CASES = [
     # engine / variant / profile
     ("release does not name the variant's", lab(common={"llmfleet_release": "vllm-0.18.1"}), None,
      ["llmfleet_release 'vllm-0.18.1' does not name what variant 'sm_121' installs (vllm-0.32.0)"], []),
-    ("engine sglang picks the sglang variant", lab(common={"llmfleet_engine": "sglang",
-                                                           "llmfleet_release": "sglang-0.5.10.post1"}), None,
+    ("engine sglang picks the sglang variant", lab(common={"llmfleet_engine": "sglang", "llmfleet_serve_profile": "sg-pp4",
+                                                           "llmfleet_release": "sglang-0.5.17"}), None,
      ["ok   engine, python_env variant and profile agree"], ["variant"]),
+    ("engine sglang with a vLLM profile", lab(common={"llmfleet_engine": "sglang", "llmfleet_release": "sglang-0.5.17"}),
+     None, ["llmfleet_engine 'sglang' but serve profile 'pp4' is for vllm"], []),
     ("variant of another engine", lab(common={"python_env_variant_name": "sglang_sm_121",
-                                              "llmfleet_release": "sglang-0.5.10.post1"}), None,
+                                              "llmfleet_release": "sglang-0.5.17"}), None,
      ["llmfleet_engine 'vllm' but python_env variant 'sglang_sm_121' installs sglang"], []),
     ("missing variant warns", lab(common={"python_env_variant_name": "sm_90"}), None,
      ["WARN spark1, spark2, thor1, thor2: python_env variant 'sm_90' does not exist"], ["FAIL"]),
