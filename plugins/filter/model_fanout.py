@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Fan-out filters of the models role (models_distribution: fabric). Documentation beside this file
 in <name>.yml. The computation is in plugins/module_utils/model_fanout.py; this adapts errors."""
 from ansible.errors import AnsibleFilterError

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """What a chat completion produced: its answer and its reasoning, from a message or a stream delta. Pure.
 
 A server started with a reasoning parser (vLLM ``--reasoning-parser``, SGLang ``--reasoning-parser``)

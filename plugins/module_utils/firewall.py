@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Who may reach the cluster's ports: the address sets of the nftables tables. Pure.
 
 Two sets, both IPv4 (the collection pins Ray and the engines to IPv4 fabric addresses):

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Fan-out of model weights node to node over the fabric (the models role, models_distribution fabric).
 
 Pure Python, no I/O. The controller plans; the nodes copy: in every round each node that holds a

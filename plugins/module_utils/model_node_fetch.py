@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Fetching a model on a node (models_distribution fabric): the spec the node's fetch script runs,
 the explanation of its failures, and the progress line the controller prints while it runs.
 

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Fetch a model on this node (the models role's source node): the Hugging Face hub, URLs, or a
 Hugging Face cache snapshot already here. Run by the models role as an async job:
 
