@@ -16,7 +16,7 @@ COLL_LINK := $(ROOT)/.build/collections/ansible_collections/llmfleet/cluster
 REQ_STAMP := $(VENV)/.req-$(shell sha256sum requirements-dev.txt | cut -c1-12)
 
 .PHONY: help demo test deps venv link image lab-up lab-down unit sanity lint build molecule clean \
-	integration-controller integration-nccl integration-nccl-full integration-two-clusters install-test ee-context
+	integration-controller integration-nccl integration-nccl-full integration-two-clusters install-test ee-context known-hosts
 
 help:
 	@echo "make demo   - bring up the simulated lab and run site.yml on it (all set-up included)"
@@ -48,6 +48,10 @@ lab-down:
 demo: venv link lab-up
 	$(BIN)/ansible-playbook site.yml -i inventories/sim
 	@echo; cat reports/summary-sim.txt
+
+# Pin a real inventory's SSH host keys once (first contact: prints the fingerprints to compare).
+known-hosts: venv link
+	$(BIN)/ansible-playbook playbooks/known_hosts.yml -i $(INVENTORY)
 
 unit: venv link
 	$(BIN)/pytest -q tests/unit

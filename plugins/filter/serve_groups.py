@@ -75,11 +75,6 @@ def engine_variant(host, groups, hostvars):
         raise AnsibleFilterError('%s: %s' % (host, exc)) from exc
 
 
-def serve_endpoint_line(group, url, tensor_parallel_size=None, pipeline_parallel_size=None):
-    """One `Endpoint: ...` summary line of a serving group."""
-    return _groups.endpoint_line(plain(group), str(url), tensor_parallel_size, pipeline_parallel_size)
-
-
 class FilterModule:
     """llmfleet.cluster serving-group filters."""
 
@@ -89,5 +84,4 @@ class FilterModule:
             'serve_group_of': serve_group_of,
             'serve_group_members': serve_group_members,
             'engine_variant': engine_variant,
-            'serve_endpoint_line': serve_endpoint_line,
         }

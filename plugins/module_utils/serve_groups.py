@@ -177,12 +177,3 @@ def group_of(plan_groups, host):
         if host in group['hosts']:
             return group
     return None
-
-
-def endpoint_line(group, url, tensor_parallel_size=None, pipeline_parallel_size=None):
-    """`Endpoint: <url> model <name> engine <e> backend <b> nodes <n> tp <t> pp <p>` of one group
-    (the planned sizes, when given, win over the profile's)."""
-    tp = tensor_parallel_size or group.get('tensor_parallel_size') or '?'
-    pp = pipeline_parallel_size or group.get('pipeline_parallel_size') or '?'
-    return 'Endpoint: %s model %s engine %s backend %s nodes %s tp %s pp %s' % (
-        url, group['served_model_name'], group['engine'], group['backend'], group['nnodes'], tp, pp)

@@ -102,10 +102,3 @@ def test_every_variant_named_by_the_rule_exists():
 def test_variant_needs_an_arch_on_gpu():
     with pytest.raises(sg.ServeGroupError, match="set llmfleet_gpu_arch"):
         sg.variant_name("sglang", "gpu", None)
-
-
-def test_endpoint_line():
-    _sparks, thors = plan(TWO)
-    assert sg.endpoint_line(thors, "http://10.231.1.13:8001") == (
-        "Endpoint: http://10.231.1.13:8001 model /opt/m/tiny engine sglang backend native nodes 2 tp 2 pp 1")
-    assert sg.endpoint_line(thors, "http://x:1", 1, 2).endswith("tp 1 pp 2")
