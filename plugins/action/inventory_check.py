@@ -39,6 +39,7 @@ COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 DEFAULT_PROFILES_DIR = os.path.join(COLLECTION_ROOT, "profiles")
 ROLES_DIR = os.path.join(COLLECTION_ROOT, "roles")
 VARIANTS_DIR = os.path.join(ROLES_DIR, "python_env", "vars", "variants")
+PATCHES_DIR = os.path.join(ROLES_DIR, "engine_patches", "files", "patches")
 
 
 def _plain(value: t.Any) -> t.Any:
@@ -68,6 +69,18 @@ def load_variants(variants_dir: str) -> dict[str, t.Any] | None:
         if ext in (".yml", ".yaml"):
             with open(os.path.join(variants_dir, entry), encoding="utf-8") as f:
                 out[base] = (yaml.safe_load(f) or {}).get("python_env_variant")
+    return out
+
+
+def load_patches(patches_dir: str) -> dict[str, t.Any]:
+    """patch id -> its patch.yml data (the engine_patches role's shipped patches)."""
+    out: dict[str, t.Any] = {}
+    if os.path.isdir(patches_dir):
+        for entry in sorted(os.listdir(patches_dir)):
+            path = os.path.join(patches_dir, entry, "patch.yml")
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as f:
+                    out[entry] = yaml.safe_load(f) or {}
     return out
 
 
@@ -168,7 +181,7 @@ class ActionModule(ActionBase):
             hostvars, groups, profiles=profiles, profiles_location=location,
             known_gpu_archs=args["known_gpu_archs"] or KNOWN_GPU_ARCHS,
             engines=args["engines"] or ENGINES,
-            role_specs=role_specs, variants=load_variants(VARIANTS_DIR),
+            role_specs=role_specs, variants=load_variants(VARIANTS_DIR), patches=load_patches(PATCHES_DIR),
         )
         data = report.to_dict()
         lines = data["lines"]

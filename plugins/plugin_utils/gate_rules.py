@@ -91,6 +91,7 @@ class GateContext:
     role_specs: t.Mapping[str, t.Mapping[str, t.Any]]  # role -> options of meta/argument_specs.yml main
     variants: t.Mapping[str, t.Any] | None  # variant name -> python_env_variant data (None: not loaded)
     resolved_profiles: t.Mapping[str, t.Any]  # host -> resolved profile dict (only where it resolved)
+    patches: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)  # id -> engine_patches patch.yml
 
     def value(self, host: str, name: str) -> t.Any:
         """The inventory value, else the role default from the specs when it is a literal."""
@@ -417,6 +418,35 @@ def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
                               (host,), "llmfleet_serve_profile", profile.get("name"))
 
 
+def pinned_version(variant: t.Mapping[str, t.Any], package: str) -> str | None:
+    """The version a variant pins for ``package`` (``vllm==0.32.0+cpu`` -> ``0.32.0+cpu``)."""
+    for req in variant.get("packages") or []:
+        match = re.match(rf"^{re.escape(package)}==(\S+)$", str(req).split("#")[0].strip())
+        if match:
+            return match.group(1)
+    return None
+
+
+def rule_engine_patches(ctx: GateContext) -> t.Iterator[Finding]:
+    if not ctx.variants or not ctx.patches:
+        return
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import source_patch  # pure
+    for host in ctx.inv.members:
+        name, arch = variant_name(ctx, host), ctx.set_value(host, "llmfleet_gpu_arch")
+        variant = ctx.variants.get(name) if isinstance(name, str) else None
+        if not isinstance(variant, t.Mapping):
+            continue
+        for patch in ctx.patches.values():
+            if arch not in (patch.get("archs") or []):
+                continue
+            version = pinned_version(variant, str(patch.get("package")))
+            gap = source_patch.coverage_gap(patch, version) if version else None
+            if gap:
+                yield Finding(host, f"python_env variant '{name}' installs {gap.split(' needs ', 1)[0]}, which "
+                              f"needs {gap.split(' needs ', 1)[1]}", "pin a covered version in the variant, or "
+                              "extend the patch (roles/engine_patches/README.md)", (host,), "python_env_variant_name", name)
+
+
 RULES: tuple[Rule, ...] = (
     Rule("role_args", "role argument specs",
          "every variable the inventory sets for a role is checked against that role's meta/argument_specs.yml "
@@ -448,4 +478,7 @@ RULES: tuple[Rule, ...] = (
     Rule("engine_variant", "engine, python_env variant and profile agree",
          "the variant (python_env_variant_name, else engine + GPU arch) exists, installs llmfleet_engine, is named "
          "by llmfleet_release, and matches the profile's device (cpu/gpu)", rule_engine_variant),
+    Rule("engine_patches", "engine patches cover the pinned engine",
+         "a variant whose pinned engine version needs a shipped source patch on the host's arch (the patch's "
+         "needed_for) is inside the versions the patch was written for (version_spec)", rule_engine_patches),
 )

@@ -13,8 +13,10 @@ import os
 import pytest
 
 from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
+    PATCHES_DIR,
     ROLES_DIR,
     VARIANTS_DIR,
+    load_patches,
     load_role_specs,
     load_variants,
 )
@@ -23,6 +25,7 @@ from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks 
 
 SPECS = load_role_specs(ROLES_DIR)
 VARIANTS = load_variants(VARIANTS_DIR)
+PATCHES = load_patches(PATCHES_DIR)
 PROFILES = {"pp4": {"engine": "vllm", "tensor_parallel_size": 1, "pipeline_parallel_size": 4},
             "sg-pp4": {"engine": "sglang", "tensor_parallel_size": 1, "pipeline_parallel_size": 4}}
 BASE = {
@@ -128,7 +131,7 @@ CASES = [
 @pytest.mark.parametrize("hostvars, groups, present, absent", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_gate_rules(hostvars, groups, present, absent):
     report = check_inventory(hostvars, {**GROUPS, **(groups or {})}, profiles=PROFILES,
-                             role_specs=SPECS, variants=VARIANTS)
+                             role_specs=SPECS, variants=VARIANTS, patches=PATCHES)
     lines = report.lines()
     for want in present:
         assert any(want in line for line in lines), f"{want!r} not in:\n" + "\n".join(lines)
@@ -187,3 +190,23 @@ def test_a_secret_value_is_never_shown():
     assert "demo_api_key (a secret, value hidden) is refused by role demo's argument spec" in text
     assert "demo_token (a secret, value hidden)" in text
     assert "do-not-print" not in text
+
+
+def _variants_pinning(version):
+    """The shipped variants with sm_121's vLLM pinned at ``version`` (release name to match)."""
+    out = copy.deepcopy(VARIANTS)
+    out["sm_121"]["packages"] = ["vllm==%s" % version if str(p).startswith("vllm==") else p
+                                 for p in out["sm_121"]["packages"]]
+    out["sm_121"]["release"] = "vllm-%s" % version
+    return out
+
+
+@pytest.mark.parametrize("version, fails", [("0.32.0", False), ("0.18.1", False), ("0.19.1", True), ("0.16.0", True)])
+def test_a_pinned_engine_the_sm121_patch_must_cover_but_does_not_fails(version, fails):
+    """cutlass-fp8-sm121 is needed below 0.20 (sm_120a-only kernels) and written for 0.17-0.18."""
+    report = check_inventory(lab(common={"llmfleet_release": "vllm-%s" % version}), GROUPS, profiles=PROFILES,
+                             role_specs=SPECS, variants=_variants_pinning(version), patches=PATCHES)
+    bad = [ln for ln in report.lines() if ln.startswith("FAIL") and "needs patch cutlass-fp8-sm121" in ln]
+    assert bool(bad) is fails, "\n".join(report.lines())
+    if fails:
+        assert bad[0].startswith("FAIL spark1, spark2:") and "vllm %s" % version in bad[0]
