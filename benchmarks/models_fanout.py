@@ -120,6 +120,8 @@ def write_inventory(nodes):
             "models_fabric_host_key": f"{d}/ssh_host_ed25519_key.pub"}
     inv = {"all": {
         "vars": {"ansible_user": "root", "ansible_ssh_private_key_file": str(BASE / "controller_ed25519"),
+                 # throwaway namespaces with fresh host keys each run (as the sim's inventory does)
+                 "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
                  "ansible_python_interpreter": "/usr/bin/python3", "llmfleet_cluster": "lfbench",
                  # the role's common dependency would make a service account on this (shared) machine
                  "common_applied": True, "llmfleet_gpu_arch": "sm_121",

@@ -41,6 +41,8 @@ def serve_groups(host, groups, hostvars):
     defaults = {'profile': _var(hostvars, host, 'llmfleet_serve_profile'),
                 'port': _var(hostvars, host, 'serve_port'),
                 'release': _var(hostvars, host, 'llmfleet_release')}
+    if not spec and not defaults['profile']:
+        return []  # an inventory that serves nothing (no profile, no groups): no groups to plan
     names = {g.get('profile') for g in (spec or {}).values() if isinstance(g, dict)} | {defaults['profile']}
     try:
         profiles = {n: serve_profile(n, extras) for n in names if n}

@@ -370,15 +370,19 @@ def rule_port_collisions(ctx: GateContext) -> t.Iterator[Finding]:
 
 # --------------------------------------------------------------------------- engine / variant / profile
 def variant_name(ctx: GateContext, host: str) -> t.Any:
-    """The python_env variant the host installs: python_env_variant_name, else engine + arch."""
+    """The python_env variant the host installs: python_env_variant_name, else engine + the profile's
+    device + arch, as the python_env role chooses it (module_utils/serve_groups.variant_name)."""
     name = ctx.set_value(host, "python_env_variant_name")
     if name is not UNSET:
         return name
     arch = ctx.set_value(host, "llmfleet_gpu_arch")
     engine = ctx.set_value(host, "llmfleet_engine")
-    if arch is UNSET:
+    profile = ctx.resolved_profiles.get(host)
+    device = profile.get("device", "gpu") if isinstance(profile, t.Mapping) else "gpu"
+    if arch is UNSET and device != "cpu":
         return UNSET
-    return f"sglang_{arch}" if engine == "sglang" else arch
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups  # pure
+    return serve_groups.variant_name(engine if isinstance(engine, str) else "vllm", device, arch)
 
 
 def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:

@@ -140,18 +140,20 @@ def test_gate_rules(hostvars, groups, present, absent):
 
 
 def test_cpu_profile_needs_the_cpu_variant():
-    """The sim's real profile (device cpu) on a GPU variant: the gate says so (profiles read like the serve role)."""
+    """The sim's real profile (device cpu): the variant follows the profile's device (cpu) as the
+    python_env role chooses it; a GPU variant named by hand is refused (profiles read like the serve role)."""
     from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
         DEFAULT_PROFILES_DIR, load_profiles)
     profiles = load_profiles(DEFAULT_PROFILES_DIR)
-    hostvars = lab(common={"llmfleet_serve_profile": "sim-tiny-llama"})
+    hostvars = lab(common={"llmfleet_serve_profile": "sim-tiny-llama", "python_env_variant_name": "sm_121"})
     groups = {**GROUPS, "serve_nodes": ["spark1", "spark2"]}
     lines = check_inventory(hostvars, groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS).lines()
     assert any("serve profile 'sim-tiny-llama' is for cpu but python_env variant 'sm_121' is a GPU build" in line
                for line in lines), lines
-    hostvars = lab(common={"llmfleet_serve_profile": "sim-tiny-llama", "python_env_variant_name": "cpu"})
-    lines = check_inventory(hostvars, groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS).lines()
-    assert not [line for line in lines if line.startswith("FAIL")], lines
+    for variant in ({}, {"python_env_variant_name": "cpu"}):
+        hostvars = lab(common={"llmfleet_serve_profile": "sim-tiny-llama", **variant})
+        lines = check_inventory(hostvars, groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS).lines()
+        assert not [line for line in lines if line.startswith("FAIL")], lines
 
 
 def test_inventory_profiles_are_read_like_shipped_ones():
