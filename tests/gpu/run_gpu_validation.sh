@@ -312,7 +312,8 @@ phase_up() {
   local tag; tag=$(mode_tag)
   ray_up "$XFER/stage$(stage_val ray_unit)"
   log "engine unit $tag, as rendered on this host"
-  serve_up "$XFER/stage$(stage_val serve_unit)" "$tag" || return 1
+  # a second start of the same mode (compile caches warm) keeps the first one's numbers
+  serve_up "$XFER/stage$(stage_val serve_unit)" "$tag$([[ -f $RES/healthy-$tag.json ]] && echo -again)" || return 1
   timeout 90 "$(stage_val venv)/bin/python" -c "
 import ray, json; ray.init(address='$(stage_val ray_address)', logging_level='ERROR', log_to_driver=False)
 print(json.dumps({'nodes': [n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']], 'cluster_gpus': ray.cluster_resources().get('GPU'),
