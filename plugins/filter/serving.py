@@ -85,7 +85,7 @@ def serve_plan(profile, hosts, overrides=None, model_config=None, extras=None):
 def serve_command(profile, plan=None, node_rank=0, engine_version=None, overrides=None,
                   master_addr=None, port=_profiles.DEFAULT_PORT, host=_profiles.DEFAULT_HOST,
                   api_key_env=None, master_port=None, files_dir=_profiles.DEFAULT_FILES_DIR,
-                  executable=None, headless=None, extras=None):
+                  executable=None, headless=None, extras=None, launcher=None):
     """argv list that starts `profile` on node `node_rank` of `plan`."""
     prof = _profile_arg(profile, extras)
     plan = _plain(plan or {})
@@ -95,7 +95,7 @@ def serve_command(profile, plan=None, node_rank=0, engine_version=None, override
         prof, engine_version=engine_version, overrides=merged, node_rank=int(node_rank),
         nnodes=int(plan.get("nnodes", 1)), master_addr=master_addr, headless=headless, port=port,
         host=host, api_key_env=api_key_env, master_port=master_port, files_dir=files_dir,
-        executable=executable)
+        executable=executable, launcher=launcher)
 
 
 @_catch

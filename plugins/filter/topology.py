@@ -3,10 +3,20 @@
 """Filters over the fleet's topology (clusters, Ray nodes, serving group, NIC by IP)."""
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import topology
+from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import serve_group_members
 
 
 def _serving_group(host, groups, hostvars):
-    return topology.serving_group(groups, hostvars, topology.cluster_of(hostvars, host))
+    """The hosts serving with `host`: its serving group (llmfleet_serve_groups), or, for a host that
+    serves nothing, every serving host of its cluster."""
+    if not (hostvars.get(host) or {}).get('llmfleet_serve_groups'):
+        return topology.serving_group(groups, hostvars, topology.cluster_of(hostvars, host))
+    by_group = serve_group_members(host, groups, hostvars)
+    for hosts in by_group.values():
+        if host in hosts:
+            return hosts
+    order = list(groups.get('all') or [])
+    return sorted({h for hosts in by_group.values() for h in hosts}, key=order.index)
 
 
 def _ray_nodes(host, groups, hostvars):

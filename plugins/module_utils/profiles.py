@@ -16,6 +16,10 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_SGLANG_DIST_PORT = 20000
 VLLM_API_KEY_ENV = "VLLM_API_KEY"
+# SGLang takes its key only as --api-key: the serve role's launcher (roles/serve/files/
+# llmfleet_sglang_launch.py) reads it from this variable and adds the flag in-process.
+SGLANG_API_KEY_ENV = "LLMFLEET_API_KEY"
+SGLANG_LAUNCHER = "llmfleet_sglang_launch.py"
 
 FIELDS = {
     "name", "description", "source", "abstract", "extends", "engine", "model", "served_model_name",
@@ -519,7 +523,7 @@ def effective_profile(profile, overrides=None):
 def render_command(profile, engine_version=None, overrides=None, node_rank=0, nnodes=1,
                    master_addr=None, headless=None, port=DEFAULT_PORT, host=DEFAULT_HOST,
                    api_key_env=None, master_port=None, files_dir=DEFAULT_FILES_DIR,
-                   executable=None):
+                   executable=None, launcher=None):
     """The argv that starts `profile` on node `node_rank` of `nnodes`. Never contains a secret.
 
     overrides: flag -> value (merged over args; null/false removes a flag) and/or structural
@@ -528,11 +532,12 @@ def render_command(profile, engine_version=None, overrides=None, node_rank=0, nn
     vLLM: `vllm serve MODEL ...`; backend ray runs on the head only; backend mp with nnodes > 1 is
       vLLM's native multi-node (`--nnodes --node-rank --master-addr`, `--headless` off rank 0).
       The API key is read by vLLM from VLLM_API_KEY in its environment: api_key_env must be that.
-    SGLang: `python3 -m sglang.launch_server --model-path MODEL ...`; backend ray adds
-      `--nnodes N --use-ray` on the head only, native adds `--nnodes --node-rank --dist-init-addr`
-      on every node. SGLang only takes the key as `--api-key`, so with api_key_env the argv is
-      wrapped in `/bin/sh -c 'exec "$@" --api-key "$VAR"'`: the key never appears in the unit,
-      the task args or logs (it is in the server process's own argv once it runs: see README).
+    SGLang: `python3 -m sglang.launch_server --model-path MODEL ...`, or with `launcher` (the
+      path of llmfleet_sglang_launch.py on the node) `python3 LAUNCHER --model-path MODEL ...`;
+      backend ray adds `--use-ray` (and `--nnodes N` across nodes) on the head only, native adds
+      `--nnodes --node-rank --dist-init-addr` on every node. SGLang only takes the key as `--api-key`: api_key_env must be
+      LLMFLEET_API_KEY and needs the launcher, which adds the flag in-process, so the key is in no
+      argv, unit or log.
     """
     prof = effective_profile(profile, overrides)
     name, engine = prof["name"], prof["engine"]
@@ -549,6 +554,13 @@ def render_command(profile, engine_version=None, overrides=None, node_rank=0, nn
         problems.append(f"node_rank: {node_rank!r} is outside 0..{nnodes - 1}")
     if api_key_env is not None and not _ENV_NAME.match(str(api_key_env)):
         problems.append(f"api_key_env: '{api_key_env}' is not a variable name")
+    if engine == "sglang" and api_key_env is not None and isinstance(node_rank, int) \
+            and not headless_rank(node_rank, headless):
+        if api_key_env != SGLANG_API_KEY_ENV:
+            problems.append(f"api_key_env: the SGLang launcher reads the key only from {SGLANG_API_KEY_ENV}, not {api_key_env}")
+        if not launcher:
+            problems.append("api_key_env: SGLang takes its key only on its command line; pass launcher "
+                            f"(the node's path of {SGLANG_LAUNCHER}), which adds it in-process")
     if problems:
         raise ProfileError(name, problems)
     backend = prof["backend"]
@@ -579,17 +591,19 @@ def render_command(profile, engine_version=None, overrides=None, node_rank=0, nn
         if api_key_env is not None and api_key_env != VLLM_API_KEY_ENV:
             raise ProfileError(name, f"api_key_env: vLLM reads its key only from {VLLM_API_KEY_ENV}, not {api_key_env}")
     else:
-        exe = [executable or "python3", "-m", "sglang.launch_server", "--model-path", prof["model"]]
+        runner = [str(launcher)] if launcher else ["-m", "sglang.launch_server"]
+        exe = [executable or "python3"] + runner + ["--model-path", prof["model"]]
         if prof.get("served_model_name"):
             structural += ["--served-model-name", prof["served_model_name"]]
         structural += ["--tp-size", str(tp), "--pp-size", str(pp)]
         if multi:
             structural += ["--nnodes", str(nnodes)]
-            if backend == "ray":
-                structural += ["--use-ray"]
-            else:
-                dist_port = master_port or DEFAULT_SGLANG_DIST_PORT
-                structural += ["--node-rank", str(node_rank), "--dist-init-addr", f"{master_addr}:{dist_port}"]
+        if backend == "ray":
+            # the scheduler runs as an actor of the cluster RAY_ADDRESS names, on one node too
+            structural += ["--use-ray"]
+        elif multi:
+            dist_port = master_port or DEFAULT_SGLANG_DIST_PORT
+            structural += ["--node-rank", str(node_rank), "--dist-init-addr", f"{master_addr}:{dist_port}"]
     if not headless:
         structural += ["--host", str(host), "--port", str(port)]
 
@@ -608,32 +622,28 @@ def render_command(profile, engine_version=None, overrides=None, node_rank=0, nn
     argv = exe + structural
     for flag, value in resolved["args"].items():
         argv += _flag_values(flag, value)
-    if engine == "sglang" and api_key_env and not headless:
-        script = f'exec "$@" --api-key "${{{api_key_env}:?{api_key_env} is not set}}"'
-        argv = ["/bin/sh", "-c", script, "llmfleet-sglang"] + argv
     return argv
+
+
+def headless_rank(node_rank, headless=None):
+    """Whether a rank runs without the API (headless None: every rank but 0)."""
+    return node_rank > 0 if headless is None else bool(headless)
 
 
 def strip_launcher(argv, engine):
     """Split a rendered argv into (launcher prefix, engine arguments).
 
-    Understands the /bin/sh api-key wrapper: its `--api-key` is returned as part of the arguments.
+    The SGLang launcher (llmfleet_sglang_launch.py) counts as the launcher prefix.
     """
     argv = list(argv)
-    extra = []
-    if len(argv) > 3 and argv[0].endswith("sh") and argv[1] == "-c":
-        if "--api-key" in argv[2]:
-            extra = ["--api-key", "<from-env>"]
-        argv = argv[4:]
     if engine == "vllm":
         if "serve" in argv:
             i = argv.index("serve") + 1
             if i < len(argv) and not argv[i].startswith("-"):
                 i += 1
-            return argv[:i], argv[i:] + extra
-        return [], argv + extra
-    for marker in ("sglang.launch_server", "serve"):
-        if marker in argv:
-            i = argv.index(marker) + 1
-            return argv[:i], argv[i:] + extra
-    return [], argv + extra
+            return argv[:i], argv[i:]
+        return [], argv
+    for i, arg in enumerate(argv):
+        if arg in ("sglang.launch_server", "serve") or arg.endswith("/" + SGLANG_LAUNCHER) or arg == SGLANG_LAUNCHER:
+            return argv[:i + 1], argv[i + 1:]
+    return [], argv

@@ -24,10 +24,12 @@ import re
 MARKER_PREFIX = 'llmfleet-patch: '
 
 # Keys a patch.yml may carry. The role reads package/version_spec/archs/file; this module reads
-# id/marker/hunks/original_sha256/known_versions; the rest documents the patch.
+# id/marker/hunks/original_sha256/known_versions/needed_for; the rest documents the patch.
+# needed_for: the versions whose published build has the fault the patch works around (measured,
+# e.g. with tools/fatbin_arches.py); a version there but outside version_spec is a gap, not a skip.
 PATCH_KEYS = frozenset([
     'id', 'package', 'version_spec', 'archs', 'file', 'description', 'source', 'why',
-    'original_sha256', 'known_versions', 'marker', 'hunks',
+    'original_sha256', 'known_versions', 'marker', 'hunks', 'needed_for', 'needed_for_evidence',
 ])
 HUNK_KEYS = frozenset(['name', 'find', 'replace'])
 
@@ -361,6 +363,21 @@ def version_matches(version, spec):
     parsed = parse_version(version)
     parsed['text'] = str(version).strip()
     return all(_clause(parsed, op, ver) for op, ver in parse_spec(spec))
+
+
+def coverage_gap(patch, version):
+    """The error when ``version`` of the patch's package needs the patch (``needed_for``) but the
+    patch was not written for it (outside ``version_spec``); None when covered or not needed."""
+    needed = patch.get('needed_for') or ''
+    if not needed or not version_matches(version, needed):
+        return None
+    if version_matches(version, patch.get('version_spec') or ''):
+        return None
+    return ('%s %s needs patch %s (%s) but the patch covers only %s: pin a %s version inside %s or '
+            'outside %s, or extend the patch to %s\'s %s (a new hunk set and original_sha256)'
+            % (patch.get('package'), version, patch.get('id'), patch.get('needed_for_evidence') or 'needed_for '
+               + needed, patch.get('version_spec'), patch.get('package'), patch.get('version_spec'), needed, version,
+               patch.get('file')))
 
 
 # --------------------------------------------------------------------------- dist-info

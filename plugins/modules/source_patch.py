@@ -21,7 +21,9 @@ description:
     against the C(original_sha256) of O(patch) when listed). No backup copy is kept.
   - The package's version is read from its C(*.dist-info/METADATA) under
     C(<venv>/lib/python*/site-packages); outside O(version_spec), or without the package, the
-    result is RV(status=not_applicable) and nothing is touched.
+    result is RV(status=not_applicable) and nothing is touched, except that with O(state=present) a
+    version inside the patch's C(needed_for) (the releases that have the fault) but outside
+    O(version_spec) fails and names the gap (that release needs the patch, which was not written for it).
   - After writing, the file's stale C(__pycache__/<name>.*.pyc) are removed and the file is
     recompiled with C(<venv>/bin/python -m py_compile), which also proves the patched file
     compiles; when it does not, the original is written back and the module fails.
@@ -273,6 +275,12 @@ def main():
         in_range = sp.version_matches(version, params['version_spec'])
     except sp.PatchError as exc:
         module.fail_json(msg='%s: %s %s: %s' % (host, package, version, to_native(exc)), **result)
+    gap = None
+    if params['state'] == 'present':
+        gap = sp.coverage_gap(dict(params['patch'], package=package, version_spec=params['version_spec'],
+                                   file=rel), version)
+    if gap:
+        module.fail_json(msg='%s: %s' % (host, gap), **result)
     if not in_range:
         module.exit_json(**{**result, 'status': 'not_applicable',
                             'reason': '%s %s is outside %s' % (package, version, params['version_spec'])})

@@ -79,7 +79,7 @@ BUILD_KEYS = (
 )
 # Keys added by later features: part of the digest only when a spec sets them, so that the
 # digest (and the no-op) of a spec without them stays what it was.
-OPTIONAL_BUILD_KEYS = ("no_index", "source", "build_env", "build_system_packages")
+OPTIONAL_BUILD_KEYS = ("no_index", "source", "build_env", "build_system_packages", "local")
 SOURCE_KEYS_REQUIRED = ("name", "requirement")
 
 
@@ -165,7 +165,22 @@ def load_spec(path: Path) -> dict:
         env = data.get("build_env", {})
         if not isinstance(env, dict) or not all(isinstance(v, (str, int, float)) for v in env.values()):
             raise WheelhouseError(f"{path}: build_env must map names to strings (got {env!r})")
+    load_local(data, path)
     return data
+
+
+def load_local(spec: dict, path: Path) -> None:
+    """Check spec ``local`` and key each entry by its files' digest (the digest then changes
+    with the package's content, not with where the checkout lies)."""
+    local = spec.get("local", [])
+    if not isinstance(local, list):
+        raise WheelhouseError(f"{path}: local must be a list of {{name, version, source}}")
+    for entry in local:
+        if not isinstance(entry, dict) or any(not entry.get(k) for k in ("name", "version", "source")):
+            raise WheelhouseError(f"{path}: local entry {entry!r} needs name, version and source")
+        src = (path.resolve().parent / str(entry["source"])).resolve()
+        entry["_source_path"] = str(src)
+        entry["tree_sha256"] = tree_digest(local_tree(src))
 
 
 def is_source(spec: dict) -> bool:
@@ -188,6 +203,8 @@ def requirement_name(line: str) -> str | None:
 def spec_digest(spec: dict, extra_find_links: list[str]) -> str:
     build = {k: spec.get(k) for k in BUILD_KEYS}
     build.update({k: spec[k] for k in OPTIONAL_BUILD_KEYS if k in spec})
+    if "local" in build:
+        build["local"] = [{k: v for k, v in e.items() if not k.startswith("_")} for e in build["local"]]
     build["_extra_find_links"] = extra_find_links
     build["_builder"] = BUILDER_VERSION
     blob = json.dumps(build, sort_keys=True, separators=(",", ":")).encode()
@@ -219,17 +236,15 @@ def _record_hash(data: bytes) -> str:
     return f"sha256={digest}"
 
 
-def build_alias_wheel(name: str, version: str, requires: list[str], out_dir: Path,
-                      summary: str | None = None) -> Path:
-    """A pure, code-less wheel whose only content is metadata: ``Requires-Dist`` lines.
+def _write_wheel(name: str, version: str, summary: str, requires: list[str],
+                 payload: dict[str, tuple[bytes, int]], out_dir: Path) -> Path:
+    """A pure py3-none-any wheel of `payload` ({arcname: (bytes, mode)}) plus its dist-info.
 
     Deterministic: fixed timestamps, fixed order, fixed permissions, so the same input gives
     the same bytes (and sha256) every time.
     """
     dist = re.sub(r"[-_.]+", "_", name)
     distinfo = f"{dist}-{version}.dist-info"
-    summary = summary or (f"Alias distribution: {name} {version} is provided by "
-                          + ", ".join(requires))
     metadata = [
         "Metadata-Version: 2.1",
         f"Name: {name}",
@@ -237,27 +252,65 @@ def build_alias_wheel(name: str, version: str, requires: list[str], out_dir: Pat
         f"Summary: {summary}",
         "Requires-Python: >=3.8",
     ] + [f"Requires-Dist: {r}" for r in requires]
-    files = {
-        f"{distinfo}/METADATA": ("\n".join(metadata) + "\n").encode(),
-        f"{distinfo}/WHEEL": ("Wheel-Version: 1.0\n"
-                              "Generator: llmfleet-build-wheelhouse " + BUILDER_VERSION + "\n"
-                              "Root-Is-Purelib: true\nTag: py3-none-any\n").encode(),
-    }
-    record_lines = [f"{p},{_record_hash(d)},{len(d)}" for p, d in files.items()]
+    files = {arc: payload[arc] for arc in sorted(payload)}
+    files[f"{distinfo}/METADATA"] = (("\n".join(metadata) + "\n").encode(), 0o644)
+    files[f"{distinfo}/WHEEL"] = (("Wheel-Version: 1.0\n"
+                                   "Generator: llmfleet-build-wheelhouse " + BUILDER_VERSION + "\n"
+                                   "Root-Is-Purelib: true\nTag: py3-none-any\n").encode(), 0o644)
+    record_lines = [f"{p},{_record_hash(d)},{len(d)}" for p, (d, _mode) in files.items()]
     record_lines.append(f"{distinfo}/RECORD,,")
-    files[f"{distinfo}/RECORD"] = ("\n".join(record_lines) + "\n").encode()
+    files[f"{distinfo}/RECORD"] = (("\n".join(record_lines) + "\n").encode(), 0o644)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{dist}-{version}-py3-none-any.whl"
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for arcname, data in files.items():  # RECORD last, as the spec recommends
+        for arcname, (data, mode) in files.items():  # RECORD last, as the spec recommends
             info = zipfile.ZipInfo(arcname, date_time=ZIP_EPOCH)
-            info.external_attr = 0o100644 << 16
+            info.external_attr = (0o100000 | mode) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             info.create_system = 3
             zf.writestr(info, data)
     path.write_bytes(buf.getvalue())
     return path
+
+
+def build_alias_wheel(name: str, version: str, requires: list[str], out_dir: Path,
+                      summary: str | None = None) -> Path:
+    """A pure, code-less wheel whose only content is metadata: ``Requires-Dist`` lines."""
+    summary = summary or (f"Alias distribution: {name} {version} is provided by "
+                          + ", ".join(requires))
+    return _write_wheel(name, version, summary, requires, {}, out_dir)
+
+
+def local_tree(src: Path) -> dict[str, tuple[bytes, int]]:
+    """{arcname: (bytes, mode)} of the files under `src` (bytecode caches left out)."""
+    if not src.is_dir():
+        raise WheelhouseError(f"local package source {src} is not a directory")
+    tree = {}
+    for path in sorted(src.rglob("*")):
+        if path.is_dir() or "__pycache__" in path.parts or path.suffix == ".pyc":
+            continue
+        mode = 0o755 if os.access(path, os.X_OK) else 0o644
+        tree[path.relative_to(src).as_posix()] = (path.read_bytes(), mode)
+    if not tree:
+        raise WheelhouseError(f"local package source {src} holds no files")
+    return tree
+
+
+def tree_digest(tree: dict[str, tuple[bytes, int]]) -> str:
+    h = hashlib.sha256()
+    for arc, (data, mode) in sorted(tree.items()):
+        h.update(f"{arc}\0{mode:o}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def build_local_wheel(entry: dict, out_dir: Path) -> Path:
+    """A wheel of a package kept in the repository (spec ``local``: name, version, source dir)."""
+    tree = local_tree(Path(entry["_source_path"]))
+    return _write_wheel(entry["name"], str(entry["version"]),
+                        entry.get("summary") or f"{entry['name']}: built from the llmfleet repository",
+                        [str(r) for r in entry.get("requires", [])], tree, out_dir)
 
 
 # --------------------------------------------------------------------------- tools
@@ -436,11 +489,13 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
         for al in spec.get("alias", []):
             alias_files.append(build_alias_wheel(al["name"], str(al["version"]),
                                                  list(al["requires"]), alias_dir))
+        for entry in spec.get("local", []):
+            alias_files.append(build_local_wheel(entry, alias_dir))
         # 2. resolve once
         t_res = time.monotonic()
         pins, excludes = resolve(spec, work, alias_dir, find_links, uv, log)
         t_res = time.monotonic() - t_res
-        alias_names = {canon(a["name"]) for a in spec.get("alias", [])}
+        alias_names = {canon(a["name"]) for a in spec.get("alias", []) + spec.get("local", [])}
         to_download = [(n, v) for n, v in pins if n not in alias_names]
         leaked = [n for n, _version in pins if n in excludes]
         if leaked:

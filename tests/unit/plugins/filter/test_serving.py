@@ -49,6 +49,7 @@ SCENARIOS = [
     ("llama-3.3-70b-vllm-tp2", TWO_SPARKS, ["vllm-0.11.0", "vllm-0.17.1", "vllm-0.20.0", "vllm-0.33.0"]),
     ("qwen3.5-35b-a3b-vllm", [spark("spark-ea8e")], ["vllm-0.11.0", "vllm-0.17.1", "vllm-0.20.0", "vllm-0.33.0"]),
     ("sim-tiny-llama", SIM, ["vllm-0.17.1", "vllm-0.20.0", "vllm-0.33.0"]),
+    ("sim-tiny-llama-sglang", SIM, ["sglang-0.5.21", "sglang-0.5.23"]),
 ]
 CASES = [(name, hosts, build) for name, hosts, builds in SCENARIOS for build in builds]
 
@@ -59,11 +60,12 @@ def test_every_rank_of_every_shipped_profile_passes_the_real_help(name, hosts, b
     prof = serving.serve_profile(name)
     plan = serving.serve_plan(prof, hosts)
     index = flagcheck.parse_help(help_index(build))
-    key_env = "VLLM_API_KEY" if engine == "vllm" else "SGLANG_API_KEY"
+    key_env = "VLLM_API_KEY" if engine == "vllm" else "LLMFLEET_API_KEY"
     ranks = plan["ranks"] if prof["backend"] in ("mp", "native") else plan["ranks"][:1]
     for rank in ranks:
         argv = serving.serve_command(prof, plan, rank["node_rank"], engine_version=version,
-                                     master_addr="10.0.0.25", host="10.0.0.25", api_key_env=key_env)
+                                     master_addr="10.0.0.25", host="10.0.0.25", api_key_env=key_env,
+                                     launcher="/opt/llmfleet/lib/llmfleet_sglang_launch.py" if engine == "sglang" else None)
         out = flagcheck.check_argv(argv, index, engine, version, prof)
         assert out["errors"] == [], (rank, argv)
 

@@ -172,8 +172,7 @@ def test_gates_are_checked_even_when_the_help_accepts_the_flag():
     assert out["errors"] == ["vllm 0.20.0: --async-scheduling is not available in vllm 0.20.0: needs >= 0.21"]
 
 
-def test_the_sglang_key_wrapper_is_understood():
-    args = ["/bin/sh", "-c", 'exec "$@" --api-key "${K:?K is not set}"', "llmfleet-sglang",
-            "python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp-size", "1"]
+def test_the_sglang_launcher_is_understood():
+    args = ["/v/bin/python", "/opt/llmfleet/lib/llmfleet_sglang_launch.py", "--model-path", "m", "--tp-size", "1"]
     out = flagcheck.check_argv(args, HELP["sglang-0.5.23"], "sglang", "0.5.23")
-    assert out["ok"] and out["flags"] == ["--model-path", "--tp-size", "--api-key"]
+    assert out["ok"] and out["flags"] == ["--model-path", "--tp-size"]

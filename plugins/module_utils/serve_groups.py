@@ -1,0 +1,187 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see galaxy.yml)
+"""Serving groups: which nodes of a cluster serve which model, with which engine, on which port.
+
+Pure functions, no I/O: the filter plugin (plugins/filter/serve_groups.py) hands in the inventory
+and the resolved profiles. The plan is computed once per cluster and read by every role (python_env
+picks each node's engine variant and release from it, serve its profile, port and unit, the
+summary one endpoint line per group).
+
+Inventory shape (cluster level, e.g. group_vars/all.yml; docs/serving-groups.md):
+
+  llmfleet_serve_groups:
+    sparks: {group: gb10, profile: sim-tiny-llama}
+    thors:
+      hosts: [thor1, thor2]
+      profile: sim-tiny-llama-sglang
+      port: 8001
+      release: sim-sglang-0.5.21-cpu
+
+Per group: ``hosts`` (a list) or ``group`` (an inventory group), ``profile`` (default
+llmfleet_serve_profile), ``port`` (default serve_port, 8000), ``unit`` (default
+llmfleet-serve-<served model name>), ``release`` (default llmfleet_release) and optionally
+``engine``, which must then equal the profile's (the profile is the one source of the engine).
+Without llmfleet_serve_groups the cluster has one group, ``default``: its serve_nodes (else its
+Ray nodes) serving llmfleet_serve_profile, as before.
+"""
+
+import re
+
+DEFAULT_GROUP = 'default'
+DEFAULT_PORT = 8000
+UNIT_PREFIX = 'llmfleet-serve'
+GROUP_KEYS = {'hosts', 'group', 'profile', 'port', 'unit', 'release', 'engine'}
+_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
+_UNIT = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@-]*$')
+FIX = 'fix llmfleet_serve_groups in the inventory (docs/serving-groups.md)'
+
+
+class ServeGroupError(ValueError):
+    """The serving groups of the inventory are inconsistent; the message names group, key, value and fix."""
+
+
+def unit_name(served_model_name, prefix=UNIT_PREFIX):
+    """systemd unit of a served model: <prefix>-<name, characters systemd dislikes as '-'>."""
+    return '%s-%s' % (prefix, re.sub(r'[^A-Za-z0-9_.-]', '-', str(served_model_name)))
+
+
+def variant_name(engine, device, gpu_arch):
+    """The python_env variant file of an engine on a node: vLLM keeps the bare arch (cpu, sm_121),
+    any other engine is prefixed (sglang_cpu, sglang_sm_121). A CPU profile uses the cpu variant
+    whatever GPU arch the inventory names (the sim's nodes are named for the lab's archs)."""
+    arch = 'cpu' if device == 'cpu' else gpu_arch
+    if not arch:
+        raise ServeGroupError('no GPU arch for a %s node on device %s: set llmfleet_gpu_arch' % (engine, device))
+    return str(arch) if engine == 'vllm' else '%s_%s' % (engine, arch)
+
+
+def members(spec, cluster_hosts, groups, default_members):
+    """{group name: [hosts in inventory order]}; checks membership only (no profiles needed).
+
+    spec: llmfleet_serve_groups (a mapping, or empty for the single default group).
+    cluster_hosts: the cluster's hosts in inventory order; groups: the inventory's groups.
+    """
+    if not spec:
+        return {DEFAULT_GROUP: list(default_members)}
+    if not isinstance(spec, dict):
+        raise ServeGroupError('llmfleet_serve_groups: expected a mapping of group name -> {hosts or group, profile, ...}, '
+                              'got %s; %s' % (type(spec).__name__, FIX))
+    out, owner, problems = {}, {}, []
+    order = list(cluster_hosts)
+    for name, group in spec.items():
+        where = 'llmfleet_serve_groups.%s' % name
+        if not isinstance(name, str) or not _NAME.match(name):
+            problems.append('%s: the name must be letters, digits, . _ -' % where)
+        if not isinstance(group, dict):
+            problems.append('%s: expected a mapping, got %r' % (where, group))
+            continue
+        unknown = sorted(set(group) - GROUP_KEYS)
+        if unknown:
+            problems.append('%s: unknown key(s) %s (known: %s)' % (where, ', '.join(unknown), ', '.join(sorted(GROUP_KEYS))))
+        if ('hosts' in group) == ('group' in group):
+            problems.append('%s: give exactly one of hosts (a list) or group (an inventory group)' % where)
+            continue
+        if 'group' in group:
+            if group['group'] not in groups:
+                problems.append('%s.group: no inventory group %r' % (where, group['group']))
+                continue
+            hosts = [h for h in groups[group['group']] if h in order]
+        else:
+            hosts = group['hosts']
+            if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts):
+                problems.append('%s.hosts: expected a non-empty list of host names, got %r' % (where, hosts))
+                continue
+            stray = [h for h in hosts if h not in order]
+            if stray:
+                problems.append('%s.hosts: %s not in this cluster' % (where, ', '.join(stray)))
+                continue
+        if not hosts:
+            problems.append('%s: no hosts of this cluster' % where)
+            continue
+        for h in hosts:
+            if h in owner:
+                problems.append('%s: host %s is already in group %s (a node serves one group)' % (where, h, owner[h]))
+            owner.setdefault(h, name)
+        out[name] = sorted(set(hosts), key=order.index)
+    if problems:
+        raise ServeGroupError('; '.join(problems) + '; ' + FIX)
+    return out
+
+
+def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addresses=None):
+    """The cluster's serving groups, head first in each, as a list (sorted by group name).
+
+    profiles: {profile name: resolved profile} for every profile the groups name.
+    defaults: profile, port, release (the single-group values: llmfleet_serve_profile, serve_port,
+      llmfleet_release).
+    addresses: {host: the address its API binds} (serve_host, else llmfleet_fabric_ip); gives url.
+    Each item: name, hosts, head, nnodes, profile, engine, backend, device, served_model_name,
+      tensor_parallel_size, pipeline_parallel_size, port, unit, release, url ('' without an address).
+    """
+    addresses = addresses or {}
+    spec = spec or {}
+    hosts_of = members(spec, cluster_hosts, groups, default_members)
+    out, problems = [], []
+    for name in sorted(hosts_of):
+        group = spec.get(name, {}) if spec else {}
+        where = 'llmfleet_serve_groups.%s' % name if spec else 'llmfleet_serve_profile'
+        prof_name = group.get('profile') or defaults.get('profile')
+        if not prof_name:
+            problems.append('%s: no profile (set profile, or llmfleet_serve_profile)' % where)
+            continue
+        prof = profiles.get(prof_name)
+        if prof is None:
+            problems.append('%s.profile: %r was not resolved' % (where, prof_name))
+            continue
+        engine = prof.get('engine')
+        if group.get('engine') not in (None, engine):
+            problems.append('%s.engine: %r, but profile %s is served by %s (the profile decides: drop engine or '
+                            'pick a %s profile)' % (where, group['engine'], prof_name, engine, group['engine']))
+        port = group.get('port', defaults.get('port') or DEFAULT_PORT)
+        if isinstance(port, str) and port.isdigit():
+            port = int(port)
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+            problems.append('%s.port: %r is not a TCP port' % (where, port))
+        served = prof.get('served_model_name') or prof.get('model')
+        unit = group.get('unit') or unit_name(served)
+        if not isinstance(unit, str) or not _UNIT.match(unit):
+            problems.append('%s.unit: %r is not a systemd unit name' % (where, unit))
+        release = group.get('release') or defaults.get('release') or ''
+        hosts = hosts_of[name]
+        out.append({
+            'name': name, 'hosts': hosts, 'head': hosts[0], 'nnodes': len(hosts),
+            'profile': prof_name, 'engine': engine, 'backend': prof.get('backend'),
+            'device': prof.get('device', 'gpu'), 'served_model_name': served,
+            'tensor_parallel_size': prof.get('tensor_parallel_size'),
+            'pipeline_parallel_size': prof.get('pipeline_parallel_size'),
+            'port': port, 'unit': unit, 'release': release,
+            'url': 'http://%s:%s' % (addresses[hosts[0]], port) if addresses.get(hosts[0]) else '',
+        })
+    engines_of_release = {}
+    for g in out:
+        engines_of_release.setdefault(g['release'], set()).add(g['engine'])
+    for release, engines in sorted(engines_of_release.items()):
+        if len(engines) > 1:
+            names = ', '.join(g['name'] for g in out if g['release'] == release)
+            problems.append('groups %s run %s under one release %r: a release is one engine; give each group '
+                            'its own release' % (names, ' and '.join(sorted(engines)), release))
+    if problems:
+        raise ServeGroupError('; '.join(problems) + '; ' + FIX)
+    return out
+
+
+def group_of(plan_groups, host):
+    """The group `host` serves in, or None."""
+    for group in plan_groups:
+        if host in group['hosts']:
+            return group
+    return None
+
+
+def endpoint_line(group, url, tensor_parallel_size=None, pipeline_parallel_size=None):
+    """`Endpoint: <url> model <name> engine <e> backend <b> nodes <n> tp <t> pp <p>` of one group
+    (the planned sizes, when given, win over the profile's)."""
+    tp = tensor_parallel_size or group.get('tensor_parallel_size') or '?'
+    pp = pipeline_parallel_size or group.get('pipeline_parallel_size') or '?'
+    return 'Endpoint: %s model %s engine %s backend %s nodes %s tp %s pp %s' % (
+        url, group['served_model_name'], group['engine'], group['backend'], group['nnodes'], tp, pp)

@@ -1,0 +1,111 @@
+"""Serving groups: membership, the per-group plan, engine variants and endpoint lines."""
+import pytest
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as sg
+
+HOSTS = ["spark1", "spark2", "thor1", "thor2"]
+GROUPS = {"all": HOSTS, "gb10": ["spark1", "spark2"], "thor": ["thor2", "thor1"], "serve_nodes": ["spark1", "spark2"]}
+PROFILES = {
+    "vl": {"name": "vl", "engine": "vllm", "backend": "mp", "device": "cpu", "served_model_name": "tiny-llama",
+           "model": "/m", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
+    "sg": {"name": "sg", "engine": "sglang", "backend": "native", "device": "cpu", "served_model_name": None,
+           "model": "/opt/m/tiny", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
+}
+DEFAULTS = {"profile": "vl", "port": None, "release": "r-vllm"}
+TWO = {"sparks": {"group": "serve_nodes"},
+       "thors": {"hosts": ["thor2", "thor1"], "profile": "sg", "port": 8001, "release": "r-sglang"}}
+
+
+def plan(spec, defaults=DEFAULTS):
+    return sg.plan(spec, HOSTS, GROUPS, ["spark1", "spark2"], PROFILES, defaults)
+
+
+def test_no_groups_is_one_default_group_as_before():
+    (g,) = plan(None)
+    assert g == {"name": "default", "hosts": ["spark1", "spark2"], "head": "spark1", "nnodes": 2, "profile": "vl",
+                 "engine": "vllm", "backend": "mp", "device": "cpu", "served_model_name": "tiny-llama",
+                 "tensor_parallel_size": 2, "pipeline_parallel_size": 1, "port": 8000,
+                 "unit": "llmfleet-serve-tiny-llama", "release": "r-vllm", "url": ""}
+
+
+def test_two_groups_two_engines():
+    sparks, thors = sg.plan(TWO, HOSTS, GROUPS, [], PROFILES, DEFAULTS, {"spark1": "10.0.1.1", "thor1": "10.0.1.3"})
+    assert (sparks["url"], thors["url"]) == ("http://10.0.1.1:8000", "http://10.0.1.3:8001")
+    assert (sparks["name"], sparks["engine"], sparks["port"], sparks["release"]) == ("sparks", "vllm", 8000, "r-vllm")
+    # inventory order, head first; the served name falls back to the model; unit from it
+    assert (thors["hosts"], thors["head"], thors["engine"], thors["port"]) == (["thor1", "thor2"], "thor1", "sglang", 8001)
+    assert thors["unit"] == "llmfleet-serve--opt-m-tiny" and thors["release"] == "r-sglang"
+    assert sg.group_of([sparks, thors], "thor2") is thors and sg.group_of([sparks, thors], "nobody") is None
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"a": {"hosts": ["spark1"], "group": "gb10"}}, "llmfleet_serve_groups.a: give exactly one of hosts"),
+    ({"a": {"profile": "vl"}}, "llmfleet_serve_groups.a: give exactly one of hosts"),
+    ({"a": {"group": "nope"}}, "llmfleet_serve_groups.a.group: no inventory group 'nope'"),
+    ({"a": {"hosts": ["spark9"]}}, "llmfleet_serve_groups.a.hosts: spark9 not in this cluster"),
+    ({"a": {"hosts": []}}, "expected a non-empty list of host names"),
+    ({"a": {"group": "gb10"}, "b": {"hosts": ["spark2", "thor1"]}},
+     "llmfleet_serve_groups.b: host spark2 is already in group a (a node serves one group)"),
+    ({"a": {"group": "gb10", "size": 2}}, "unknown key(s) size"),
+    ({"a b": {"group": "gb10"}}, "llmfleet_serve_groups.a b: the name must be"),
+    (["gb10"], "llmfleet_serve_groups: expected a mapping"),
+])
+def test_membership_errors_name_group_key_and_fix(spec, message):
+    with pytest.raises(sg.ServeGroupError) as err:
+        sg.members(spec, HOSTS, GROUPS, [])
+    assert message in str(err.value) and "fix llmfleet_serve_groups" in str(err.value)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"a": {"group": "gb10", "engine": "sglang"}},
+     "llmfleet_serve_groups.a.engine: 'sglang', but profile vl is served by vllm"),
+    ({"a": {"group": "gb10", "port": 70000}}, "llmfleet_serve_groups.a.port: 70000 is not a TCP port"),
+    ({"a": {"group": "gb10", "unit": "bad unit"}}, "llmfleet_serve_groups.a.unit: 'bad unit' is not a systemd unit name"),
+    ({"a": {"group": "gb10", "profile": "zz"}}, "llmfleet_serve_groups.a.profile: 'zz' was not resolved"),
+    # one release directory cannot hold two engines
+    ({"a": {"group": "gb10"}, "b": {"group": "thor", "profile": "sg"}},
+     "groups a, b run sglang and vllm under one release 'r-vllm'"),
+])
+def test_plan_errors(spec, message):
+    with pytest.raises(sg.ServeGroupError) as err:
+        plan(spec)
+    assert message in str(err.value)
+
+
+def test_no_profile_anywhere():
+    with pytest.raises(sg.ServeGroupError) as err:
+        plan(None, {"profile": None})
+    assert "llmfleet_serve_profile: no profile" in str(err.value)
+
+
+@pytest.mark.parametrize("engine, device, arch, variant", [
+    ("vllm", "cpu", "sm_121", "cpu"),
+    ("vllm", "gpu", "sm_121", "sm_121"),
+    ("vllm", "gpu", "sm_110", "sm_110"),
+    ("sglang", "cpu", "sm_110", "sglang_cpu"),
+    ("sglang", "gpu", "sm_121", "sglang_sm_121"),
+    ("sglang", "gpu", "sm_110", "sglang_sm_110"),
+])
+def test_variant_follows_engine_and_arch(engine, device, arch, variant):
+    assert sg.variant_name(engine, device, arch) == variant
+
+
+def test_every_variant_named_by_the_rule_exists():
+    import os
+    here = os.path.dirname(os.path.abspath(sg.__file__))
+    variants = os.path.join(here, "..", "..", "roles", "python_env", "vars", "variants")
+    for engine, device, arch in [("vllm", "cpu", None), ("sglang", "cpu", None), ("vllm", "gpu", "sm_121"),
+                                 ("vllm", "gpu", "sm_110"), ("sglang", "gpu", "sm_121"), ("sglang", "gpu", "sm_110")]:
+        assert os.path.isfile(os.path.join(variants, sg.variant_name(engine, device, arch) + ".yml"))
+
+
+def test_variant_needs_an_arch_on_gpu():
+    with pytest.raises(sg.ServeGroupError, match="set llmfleet_gpu_arch"):
+        sg.variant_name("sglang", "gpu", None)
+
+
+def test_endpoint_line():
+    _sparks, thors = plan(TWO)
+    assert sg.endpoint_line(thors, "http://10.231.1.13:8001") == (
+        "Endpoint: http://10.231.1.13:8001 model /opt/m/tiny engine sglang backend native nodes 2 tp 2 pp 1")
+    assert sg.endpoint_line(thors, "http://x:1", 1, 2).endswith("tp 1 pp 2")
