@@ -90,7 +90,7 @@ phase_setup() {
     || { log "useradd failed: services run as root"; touch "$XFER/as_root"; }
   mkdir -p "$home/.config/vllm" "$home/ray" /etc/llmfleet /opt/llmfleet/models /opt/llmfleet/src
   log "the rendered files into place (all but the systemd units, which unit_exec.py reads from the stage)"
-  (cd "$XFER/stage" && find etc/llmfleet var -type f) | while read -r f; do
+  (cd "$XFER/stage" && find etc/llmfleet var opt -type f 2>/dev/null) | while read -r f; do
     install -D -m 0644 "$XFER/stage/$f" "/$f"; done
   chmod 0600 /etc/llmfleet/llmfleet-serve-*.env
   id "$user" >/dev/null 2>&1 && chown -R "$user:$user" "$home" /etc/llmfleet/llmfleet-serve-*.env
