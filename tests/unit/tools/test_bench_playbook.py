@@ -38,8 +38,13 @@ with open(os.path.join(arg("--result-dir"), arg("--result-filename")), "w") as f
 '''
 
 FAKE_PLOTTER = '''#!/bin/sh
-# stand-in for the plotting interpreter: the PNG named after --out
-while [ $# -gt 0 ]; do [ "$1" = --out ] && printf 'PNG' > "$2"; shift; done
+# stand-in for the plotting interpreter: every CSV it is given must exist (from its working
+# directory, as for the real plotter); the PNG named after --out
+while [ $# -gt 0 ]; do
+  case "$1" in *.csv) [ -f "$1" ] || { echo "no such CSV: $1 (in $(pwd))" >&2; exit 1; } ;; esac
+  [ "$1" = --out ] && printf 'PNG' > "$2"
+  shift
+done
 '''
 
 
@@ -71,10 +76,21 @@ def endpoint():
     server.shutdown()
 
 
-def test_bench_sweeps_in_its_run_directory(tmp_path, endpoint):
+def _playbook_bin():
     playbook_bin = Path(sys.executable).with_name("ansible-playbook")
     if not playbook_bin.exists():
         pytest.skip("ansible-playbook is not installed next to this Python")
+    return playbook_bin
+
+
+def _env(tmp_path):
+    search_path = ROOT.parents[2] if ROOT.parents[1].name == "ansible_collections" else ROOT / ".build" / "collections"
+    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(search_path), ANSIBLE_HOME=str(tmp_path / "home"),
+                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+
+
+def test_bench_sweeps_in_its_run_directory(tmp_path, endpoint):
+    playbook_bin = _playbook_bin()
     record = tmp_path / "record"
     record.mkdir()
     venv = tmp_path / "venv" / "bin"
@@ -100,9 +116,7 @@ def test_bench_sweeps_in_its_run_directory(tmp_path, endpoint):
         "bench_plot_python": str(plotter), "bench_concurrency": "1,4", "bench_label": "t"}))
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    search_path = ROOT.parents[2] if ROOT.parents[1].name == "ansible_collections" else ROOT / ".build" / "collections"
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(search_path), ANSIBLE_HOME=str(tmp_path / "home"),
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    env = _env(tmp_path)
     proc = subprocess.run(
         [str(playbook_bin), "-i", str(tmp_path / "hosts.yml"), "-e", "@" + str(tmp_path / "vars.json"),
          str(ROOT / "playbooks" / "bench.yml")],
@@ -115,3 +129,20 @@ def test_bench_sweeps_in_its_run_directory(tmp_path, endpoint):
     rows = list(csv.DictReader((results / "sweep.csv").open()))
     assert [(r["concurrency"], r["output_throughput"]) for r in rows] == [("1", "100.0"), ("4", "400.0")]
     assert (results / "sweep.png").read_text() == "PNG"
+
+
+def test_compare_mode_reads_relative_paths_from_the_callers_directory(tmp_path):
+    """Comparison mode (controller only): CSVs named relative to where the user runs ansible-playbook."""
+    playbook_bin = _playbook_bin()
+    cwd = tmp_path / "work"
+    (cwd / "a").mkdir(parents=True)
+    (cwd / "b").mkdir()
+    for d in ("a", "b"):
+        (cwd / d / "sweep.csv").write_text("concurrency,output_throughput\n1,1.0\n")
+    plotter = _script(tmp_path / "plotter", FAKE_PLOTTER)
+    proc = subprocess.run(
+        [str(playbook_bin), str(ROOT / "playbooks" / "bench.yml"), "-e", '{"bench_compare": ["a/sweep.csv", "b/sweep.csv"]}',
+         "-e", "bench_compare_out=ab.png", "-e", "bench_plot_python=" + str(plotter)],
+        cwd=cwd, env=dict(_env(tmp_path), PWD=str(cwd)), capture_output=True, text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (cwd / "ab.png").read_text() == "PNG"
