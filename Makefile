@@ -16,7 +16,7 @@ COLL_LINK := $(ROOT)/.build/collections/ansible_collections/llmfleet/cluster
 REQ_STAMP := $(VENV)/.req-$(shell sha256sum requirements-dev.txt | cut -c1-12)
 
 .PHONY: help demo test deps venv link image lab-up lab-down unit sanity lint build molecule clean \
-	integration-controller integration-nccl integration-nccl-full integration-two-clusters
+	integration-controller integration-nccl integration-nccl-full integration-two-clusters install-test ee-context
 
 help:
 	@echo "make demo   - bring up the simulated lab and run site.yml on it (all set-up included)"
@@ -47,6 +47,7 @@ lab-down:
 
 demo: venv link lab-up
 	$(BIN)/ansible-playbook site.yml -i inventories/sim
+	@echo; cat reports/summary-sim.txt
 
 unit: venv link
 	$(BIN)/pytest -q tests/unit
@@ -63,6 +64,17 @@ build: venv
 	$(BIN)/ansible-galaxy collection install --force --offline --no-deps -p .build/installed .build/dist/llmfleet-cluster-*.tar.gz
 	ANSIBLE_COLLECTIONS_PATH=$(ROOT)/.build/installed $(BIN)/ansible-doc -l llmfleet.cluster
 	ANSIBLE_COLLECTIONS_PATH=$(ROOT)/.build/installed $(BIN)/ansible-doc -t role -l llmfleet.cluster
+
+# The collection as a user gets it: the tarball installed in a temporary project (its own ansible.cfg,
+# no system collections), ansible-doc of every module/filter/role, every playbook by FQCN, the EE's
+# build context, then read-only FQCN runs against the sim lab when it is up (tools/ci/install_test.sh).
+install-test: venv
+	$(ROOT)/tools/ci/install_test.sh
+
+# The execution environment's build context in .build/ee/context (no container engine needed).
+ee-context: build
+	@mkdir -p .build/ee && cp .build/dist/llmfleet-cluster-*.tar.gz .build/ee/llmfleet-cluster.tar.gz
+	$(BIN)/ansible-builder create -f execution-environment.yml -c .build/ee/context
 
 # Scenarios share one converged lab (see .config/molecule/config.yml).
 molecule: molecule-default molecule-fabric molecule-cluster

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Shared helpers for the benchmark scripts (standard library + PyYAML from the repo's .venv).
 
 Every benchmark brings up its own simulated lab (tools/simlab), runs the real commands an operator

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Fleet converge speed and scale on the simulated lab (issue #12).
 
 Two series, each on a fresh lab of its own, one lab at a time:

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Serve overhead (issue #7): the serve role's start-to-healthy vs the same engine started by hand.
 
 On a lab that site.yml has converged (vLLM CPU, native multi-node TP=2 on spark1 + spark2), each

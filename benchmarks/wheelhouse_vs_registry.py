@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Engine stack install on 4 sim nodes: cluster wheelhouse vs each node resolving from PyPI.
 
 Issue #4, "must show": installing the sim stack (vLLM CPU 0.32.0, torch 2.13.0+cpu, Ray 2.60.0 and

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # Installs what the controller needs on a fresh Debian 12 machine (as root). Idempotent and quiet
 # when everything is already there: `make` calls it before every demo/test run.
 set -euo pipefail

@@ -1,8 +1,10 @@
-#!/usr/bin/env python3
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """List the GPU kernel builds inside a wheel's CUDA libraries, and which of them do not load on a
-device arch: the evidence behind roles/engine_patches/vars/main.yml's kernel table.
+device arch: the evidence behind the cutlass-fp8-sm121 patch's needed_for (roles/engine_patches/README.md).
 
-    tools/fatbin_arches.py --device sm_121 vllm-0.18.1-*.whl vllm-0.32.0-*.whl
+    python3 tools/fatbin_arches.py --device sm_121 vllm-0.18.1-*.whl vllm-0.32.0-*.whl
 
 (wheels from `pip download --no-deps --only-binary=:all: --platform manylinux_2_28_aarch64
 --python-version 3.12 vllm==X`). Prints one line per library: its builds, and the ones that target
@@ -39,8 +41,8 @@ def main():
             counts = fatbin.summary(fatbin.entries(data))
             gap = fatbin.arch_specific_gap(counts, args.device)
             builds = " ".join("%s=%d" % kv for kv in counts.items() if kv[0].startswith("sm_"))
-            print("%s %s: %s | not loadable on %s: %s" % (os.path.basename(wheel), name, builds, args.device,
-                                                        ",".join(gap) or "none"))
+            print("%s %s: %s | not loadable on %s: %s"
+                  % (os.path.basename(wheel), name, builds, args.device, ",".join(gap) or "none"))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Record when each task of a playbook run starts (epoch seconds) into a JSON file.
 
 benchmarks/serve_overhead.py enables it to time "the serve role's start to healthy": from the

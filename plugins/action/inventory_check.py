@@ -1,5 +1,6 @@
-# Copyright: (c) llmfleet maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Action plugin llmfleet.cluster.inventory_check: controller-side preflight of the inventory.
 
 Runs entirely on the controller from ``hostvars`` and ``groups``: no module is executed and no
@@ -36,6 +37,8 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_PROFILES_DIR = os.path.join(COLLECTION_ROOT, "profiles")
+ROLES_DIR = os.path.join(COLLECTION_ROOT, "roles")
+VARIANTS_DIR = os.path.join(ROLES_DIR, "python_env", "vars", "variants")
 
 
 def _plain(value: t.Any) -> t.Any:
@@ -43,7 +46,33 @@ def _plain(value: t.Any) -> t.Any:
     return plain(value, to_native)
 
 
-def extract_hostvars(hostvars: t.Any, hosts: t.Iterable[str]) -> dict[str, dict[str, t.Any]]:
+def load_role_specs(roles_dir: str) -> dict[str, dict[str, t.Any]]:
+    """role -> the options of its meta/argument_specs.yml entry point ``main``."""
+    specs: dict[str, dict[str, t.Any]] = {}
+    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []:
+        path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f) or {}
+            specs[role] = ((data.get("argument_specs") or {}).get("main") or {}).get("options") or {}
+    return specs
+
+
+def load_variants(variants_dir: str) -> dict[str, t.Any] | None:
+    """variant name -> its python_env_variant mapping (None without the directory)."""
+    if not os.path.isdir(variants_dir):
+        return None
+    out: dict[str, t.Any] = {}
+    for entry in sorted(os.listdir(variants_dir)):
+        base, ext = os.path.splitext(entry)
+        if ext in (".yml", ".yaml"):
+            with open(os.path.join(variants_dir, entry), encoding="utf-8") as f:
+                out[base] = (yaml.safe_load(f) or {}).get("python_env_variant")
+    return out
+
+
+def extract_hostvars(hostvars: t.Any, hosts: t.Iterable[str],
+                     also: t.Collection[str] = ()) -> dict[str, dict[str, t.Any]]:
     """host -> the variables the checks read (``llmfleet_*`` and version pins), templated.
 
     A variable whose template fails on the controller (it needs facts, or is undefined) becomes
@@ -55,7 +84,7 @@ def extract_hostvars(hostvars: t.Any, hosts: t.Iterable[str]) -> dict[str, dict[
         raw: t.Mapping[str, t.Any] | None = None
         values: dict[str, t.Any] = {}
         for name in list(hv):
-            if not is_wanted_var(name):
+            if not (is_wanted_var(name) or name in also):
                 continue
             try:
                 values[name] = _plain(hv[name])
@@ -128,7 +157,9 @@ class ActionModule(ActionBase):
 
         groups = {str(g): [str(h) for h in hs] for g, hs in (task_vars.get("groups") or {}).items()}
         hosts = list(dict.fromkeys(groups.get("all", [])))
-        hostvars = extract_hostvars(task_vars["hostvars"], hosts)
+        role_specs = load_role_specs(ROLES_DIR)
+        spec_names = {n for options in role_specs.values() for n in options}
+        hostvars = extract_hostvars(task_vars["hostvars"], hosts, spec_names)
 
         profiles_dir = args["profiles_dir"] or DEFAULT_PROFILES_DIR
         profiles = load_profiles(profiles_dir)
@@ -137,6 +168,7 @@ class ActionModule(ActionBase):
             hostvars, groups, profiles=profiles, profiles_location=location,
             known_gpu_archs=args["known_gpu_archs"] or KNOWN_GPU_ARCHS,
             engines=args["engines"] or ENGINES,
+            role_specs=role_specs, variants=load_variants(VARIANTS_DIR),
         )
         data = report.to_dict()
         lines = data["lines"]

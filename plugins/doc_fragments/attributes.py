@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet.cluster contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Shared module attributes (the fact-gathering modules all read and change nothing)."""
 
 from __future__ import absolute_import, division, print_function

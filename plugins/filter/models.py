@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Model distribution filters (the models role). Documentation beside this file in <name>.yml.
 
 The computation is in plugins/module_utils/model_fetch.py; this file only adapts errors.
@@ -5,6 +8,7 @@ The computation is in plugins/module_utils/model_fetch.py; this file only adapts
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import model_fetch as _fetch
+from ansible_collections.llmfleet.cluster.plugins.module_utils import model_node_fetch as _node
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain as _plain
 
 
@@ -21,7 +25,7 @@ def _catch(func):
 
 @_catch
 def model_hf_argv(python, repo_id, local_dir, revision=None, allow_patterns=None, filename=None):
-    """argv that downloads a hub repository (or one file) into local_dir; the token goes in HF_TOKEN."""
+    """argv that downloads a hub repository (or one file) into local_dir; the token goes on its stdin."""
     return _fetch.hf_fetch_argv(python, repo_id, local_dir, revision or None,
                                 _plain(allow_patterns) if allow_patterns else None, filename)
 
@@ -44,6 +48,22 @@ def model_file_items(files, cache_dir, files_dir, python=None):
     return _fetch.file_items(_plain(files), cache_dir, files_dir, python)
 
 
+@_catch
+def model_node_fetch_spec(mode, local_dir, repo_id=None, revision=None, allow_patterns=None, ignore_patterns=None,
+                          urls=None, cache_dir=None, token_file=None, reserve_bytes=0):
+    """The spec of the node-side fetch script (hf / url / hf_cache), checked."""
+    return _node.node_fetch_spec(mode, local_dir, repo_id=repo_id, revision=revision or None,
+                                 allow_patterns=_plain(allow_patterns) or None,
+                                 ignore_patterns=_plain(ignore_patterns) or None,
+                                 urls=_plain(urls) if mode == "url" else None, cache_dir=cache_dir,
+                                 token_file=token_file, reserve_bytes=int(reserve_bytes or 0))
+
+
+def model_node_fetch_failure(host, result, spec):
+    """Host, cause and fix of a failed node-side fetch."""
+    return _node.failure_message(host, _plain(result), _plain(spec))
+
+
 class FilterModule:
     """llmfleet.cluster model distribution filters."""
 
@@ -53,4 +73,6 @@ class FilterModule:
             "model_url_items": model_url_items,
             "model_node_path": model_node_path,
             "model_file_items": model_file_items,
+            "model_node_fetch_spec": model_node_fetch_spec,
+            "model_node_fetch_failure": model_node_fetch_failure,
         }

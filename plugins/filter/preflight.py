@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Filters for the host-side preflight checks (see module_utils/preflight.py).
 
 ``host | llmfleet.cluster.preflight_gpu_parity(hostvars, ansible_play_hosts_all, min_cuda)``

@@ -1,6 +1,7 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
-"""Filters: where a Ray node registers, RAY_ADDRESS for engines on Ray, LimitNOFILE under the hard limit.
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Filters: where a Ray node registers, RAY_ADDRESS for engines on Ray, LimitNOFILE/LimitMEMLOCK under the hard limit.
 
 The computation is in plugins/module_utils/raynet.py (pure, unit-tested).
 """
@@ -14,4 +15,5 @@ class FilterModule:
             'ray_node_ip_problem': raynet.node_ip_problem,
             'ray_engine_env': raynet.engine_ray_env,
             'nofile_clamp': raynet.clamp_nofile,
+            'memlock_clamp': raynet.clamp_memlock,
         }

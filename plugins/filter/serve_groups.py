@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Filters over the serving-groups plan (plugins/module_utils/serve_groups.py).
 
 Documentation of each filter lives beside this file in <filter_name>.yml (ansible-doc -t filter).

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Serving filters: profiles, parallel plan, engine command, memory fit, flag check.
 
 Documentation of each filter lives beside this file in <filter_name>.yml (ansible-doc -t filter).

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Filters for version alignment and venv installs (see module_utils/versions.py, venv_archive.py)."""
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import venv_archive, versions

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """A real all-reduce across the serving nodes: the probe script, its output, bandwidth. Pure.
 
 ``PROBE`` runs on every rank at once (the engine venv's Python, as the service user, with the

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """The single place that computes each host's communication environment.
 
 Input: per-host facts ``{host: {fabric_ip, fabric_iface, rdma_up_netdevs, nccl_ib_hca}}``
@@ -130,7 +131,7 @@ def cluster_transport(facts, group, transport='auto'):
     return 'socket' if missing else 'roce'
 
 
-def _check_iface(host, iface):
+def _check_iface(host, iface, one_host=False):
     if iface is None or (isinstance(iface, str) and not iface.strip()):
         return 'host %r in the serving group has no fabric_iface. Fix: %s.' % (host, _FIX_IFACE)
     iface = str(iface).strip()
@@ -139,12 +140,14 @@ def _check_iface(host, iface):
                 'the one data-plane interface (e.g. enp1s0f1np1); exclusion lists such as '
                 '^lo,docker make NCCL try unconnected IPv6 link-local interfaces.'
                 % (host, iface))
-    if iface == 'lo':
-        return ('host %r has fabric_iface lo (loopback). Fix: %s.' % (host, _FIX_IFACE))
+    if iface == 'lo' and not one_host:
+        return ('host %r has fabric_iface lo (loopback), but the serving group has several hosts that '
+                'cannot reach each other over it (lo is fine only when the group is this one host). '
+                'Fix: %s.' % (host, _FIX_IFACE))
     return None
 
 
-def _check_ip(host, ip):
+def _check_ip(host, ip, one_host=False):
     if ip is None or (isinstance(ip, str) and not ip.strip()):
         return ('host %r in the serving group has no fabric_ip. Fix: set llmfleet_fabric_ip '
                 '(its data-plane IPv4) for it in the inventory.' % (host,))
@@ -152,7 +155,11 @@ def _check_ip(host, ip):
         addr = ipaddress.ip_address(str(ip).strip())
     except ValueError:
         addr = None
-    if addr is None or addr.version != 4 or addr.is_loopback or addr.is_unspecified:
+    if addr is not None and addr.is_loopback and not one_host:
+        return ('host %r has fabric_ip %r, a loopback address, in a serving group of several hosts (loopback '
+                'is fine only when the group is this one host). Fix: set llmfleet_fabric_ip to its '
+                'data-plane IPv4 in the inventory.' % (host, ip))
+    if addr is None or addr.version != 4 or addr.is_unspecified:
         return ('host %r has fabric_ip %r, which is not a usable IPv4 address. Fix: set '
                 'llmfleet_fabric_ip to its data-plane IPv4 in the inventory.' % (host, ip))
     return None
@@ -161,10 +168,12 @@ def _check_ip(host, ip):
 def validate(facts, group):
     """Raise CommEnvError listing every host whose fabric_iface/fabric_ip is missing or bad."""
     problems = []
-    for host in _group_hosts(group):
+    hosts = _group_hosts(group)
+    one_host = len(set(hosts)) == 1  # every GPU in one host: NCCL/Gloo over lo (and NVLink/PCIe)
+    for host in hosts:
         data = _host_facts(facts, host)
-        for problem in (_check_iface(host, data.get('fabric_iface')),
-                        _check_ip(host, data.get('fabric_ip'))):
+        for problem in (_check_iface(host, data.get('fabric_iface'), one_host),
+                        _check_ip(host, data.get('fabric_ip'), one_host)):
             if problem:
                 problems.append(problem)
     if problems:

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmfleet.cluster contributors
-# Apache License 2.0 (see LICENSE)
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Which GPU architectures a CUDA library's embedded kernels load on (pure Python, no CUDA).
 
 A CUDA shared object carries its kernels in fat binaries: a header (magic 0xBA55ED50) and

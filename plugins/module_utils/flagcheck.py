@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Check an engine command line against that engine build's own `--help`, in seconds.
 
 Pure Python, no I/O. parse_help() reads argparse help as printed by `vllm serve --help=all`

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Memory fit: will a model, split TP x PP, fit the nodes with room left for the OS?
 
 Pure Python, no I/O. Built for unified-memory nodes (DGX Spark, Jetson Thor: the OS, Ray and the

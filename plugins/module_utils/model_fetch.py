@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Model distribution: where weights come from, what a copy must contain, what differs.
 
 Pure Python, no I/O (the manifest walk lives in the model_manifest module). Used by the models
@@ -6,8 +9,8 @@ the first serving node (generate, path), then copied to every serving node at th
 verified by size and sha256 against the source's manifest.
 
 The hub download runs HF_SCRIPT with the controller's Python (huggingface_hub's snapshot_download /
-hf_hub_download); the token travels only in the HF_TOKEN environment variable of that one process,
-never in argv, a file or a log.
+hf_hub_download); the token travels on that one process's stdin (a task's `environment:` would show
+it in the connection's command line at -vvv), never in argv, a file or a log.
 """
 import json
 import posixpath
@@ -43,7 +46,8 @@ if os.path.isfile(marker):
         print(json.dumps({"changed": False, "local_dir": spec["local_dir"]}))
         sys.exit(0)
 os.makedirs(spec["local_dir"], exist_ok=True)
-token = os.environ.get("HF_TOKEN") or None
+# the token: one line on stdin (the task's no_log stdin), else an HF_TOKEN the controller exported
+token = (sys.stdin.readline().strip() if spec.get("token_stdin") else "") or os.environ.get("HF_TOKEN") or None
 common = dict(repo_id=spec["repo_id"], revision=spec.get("revision"), local_dir=spec["local_dir"], token=token)
 if spec.get("filename"):
     path = huggingface_hub.hf_hub_download(filename=spec["filename"], **common)
@@ -63,7 +67,7 @@ def hf_fetch_argv(python, repo_id, local_dir, revision=None, allow_patterns=None
     """argv that downloads a hub repository (or one file of it) into local_dir.
 
     revision: branch, tag or commit (empty/None = the repository's default branch). The token is
-    not an argument: the caller sets HF_TOKEN in the command's environment (no_log).
+    not an argument: the caller passes it as the command's stdin (no_log).
     """
     problems = []
     if not python:
@@ -83,7 +87,7 @@ def hf_fetch_argv(python, repo_id, local_dir, revision=None, allow_patterns=None
         raise FetchError("; ".join(problems))
     spec = {"repo_id": repo_id, "revision": str(revision) if revision else None,
             "allow_patterns": patterns or None, "filename": filename,
-            "local_dir": str(local_dir), "marker": MARKER}
+            "local_dir": str(local_dir), "marker": MARKER, "token_stdin": True}
     return [str(python), "-c", HF_SCRIPT, json.dumps(spec, sort_keys=True)]
 
 

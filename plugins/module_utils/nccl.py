@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Pure NCCL logic shared by the nccl role and the nccl_check module (no I/O here).
 
 - NCCL version codes <-> strings (``ncclGetVersion`` answers 22907 for 2.29.7).

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Which transport NCCL really used, from its ``NCCL_DEBUG=INFO`` output. Pure, no I/O.
 
 NCCL falls back from RDMA (``NET/IB``: InfiniBand or RoCE) to kernel TCP (``NET/Socket``) without

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Parallelism planner: fill in and check tensor/pipeline parallel sizes for a serving group.
 
 Pure Python, no I/O. Rules (docs/notes: TP needs a fast fabric, PP is fine over Ethernet):

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Decisions of the host-side preflight checks that compare hosts or read module results.
 
 Pure functions (no I/O): the play hands them what ``llmfleet.cluster.gpu_info`` and

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Serving profiles: merge, validate, gate by engine version, render engine command lines.
 
 Pure Python, no I/O: callers hand in already-parsed YAML (the filter plugin reads ``profiles/``).

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Ray cluster state: summarise ``ray.nodes()``, find missing hosts, audit worker env. Pure.
 
 The probe script (``PROBE``) runs inside the release venv on the head, as the service user, and

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Where a Ray node registers, how an engine finds the collection's Ray, what LimitNOFILE a unit may ask. Pure.
 
 Three findings of the GPU run (issue 11, benchmarks/gpu/README.md "Collection findings"):
@@ -69,3 +70,18 @@ def clamp_nofile(requested, limits_text):
     if hard is None:
         return requested
     return min(requested, hard)
+
+
+def clamp_memlock(requested, limits_text):
+    """LimitMEMLOCK= value: ``requested`` ('infinity' or bytes), lowered to PID 1's hard 'Max locked memory'.
+
+    RDMA/RoCE registers (locks) the buffers NCCL sends from; a unit asking above the service
+    manager's hard limit fails at exec (205/LIMITS, as in a container), so the unit gets that limit
+    instead. An unreadable ``limits_text`` leaves ``requested`` as is.
+    """
+    text = str(requested).strip().lower()
+    wanted = None if text in ('infinity', 'unlimited') else int(text)
+    hard = parse_limits(limits_text).get('Max locked memory', (None, 'unread'))[1]
+    if hard == 'unread' or hard is None:
+        return 'infinity' if wanted is None else str(wanted)
+    return str(hard if wanted is None else min(wanted, hard))

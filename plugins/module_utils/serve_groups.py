@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Serving groups: which nodes of a cluster serve which model, with which engine, on which port.
 
 Pure functions, no I/O: the filter plugin (plugins/filter/serve_groups.py) hands in the inventory

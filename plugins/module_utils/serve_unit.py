@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Serve units: render the systemd unit and env file of one engine process, hash them. Pure.
 
 The hash covers what changes the running engine (argv, environment, release); the module compares
@@ -12,17 +13,32 @@ import shlex
 
 HASH_MARK = '# llmfleet-serve-hash: '
 
+# The sandbox of the engine units (the level of the safeguards units, less what an engine needs):
+# no PrivateDevices/ProtectClock (both put a device allow-list on the unit: the GPUs' /dev/nvidia*,
+# /dev/infiniband would be refused), no MemoryDenyWriteExecute (torch.compile/Triton JIT write
+# and run code), no SystemCallFilter (CUDA/NCCL/numa calls vary by driver). /dev/shm (Ray's object
+# store, NCCL's shared memory) stays writable under ProtectSystem=strict; the home directory (torch
+# compile, Triton, HF caches, Ray's temp dir) is named in ReadWritePaths=.
 HARDENING = (
     'NoNewPrivileges=yes',
-    'ProtectSystem=full',
+    'CapabilityBoundingSet=',
+    'AmbientCapabilities=',
+    'ProtectSystem=strict',
     'ProtectHome=yes',
     'PrivateTmp=yes',
     'ProtectKernelTunables=yes',
     'ProtectKernelModules=yes',
+    'ProtectKernelLogs=yes',
     'ProtectControlGroups=yes',
+    'ProtectHostname=yes',
+    'RestrictNamespaces=yes',
     'RestrictSUIDSGID=yes',
     'LockPersonality=yes',
     'RestrictRealtime=yes',
+    'SystemCallArchitectures=native',
+    # netlink: interface discovery (getifaddrs, psutil) and RDMA's rdma_cm
+    'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK',
+    'UMask=0077',
 )
 
 
@@ -42,7 +58,8 @@ def systemd_quote(arg):
 
 
 def render_unit(name, argv, user, group, env_files, workdir, description, digest,
-                restart_sec=5, memory_max='', kill_timeout=60, hardening=True, after=(), limit_nofile=20000):
+                restart_sec=5, memory_max='', kill_timeout=60, hardening=True, after=(), limit_nofile=20000,
+                limit_memlock='infinity'):
     """Text of ``/etc/systemd/system/<name>.service``."""
     lines = [
         '# Managed by Ansible (llmfleet.cluster llm_server). Edit the inventory, not this file.',
@@ -68,6 +85,8 @@ def render_unit(name, argv, user, group, env_files, workdir, description, digest
         'Restart=always',
         'RestartSec=%d' % restart_sec,
         'LimitNOFILE=%d' % limit_nofile,
+        # RDMA/RoCE registers (locks) NCCL's buffers: without it NCCL falls back to TCP silently
+        'LimitMEMLOCK=%s' % limit_memlock,
     ]
     if memory_max:
         lines.append('MemoryMax=%s' % memory_max)

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Source patches on an installed Python package's files: data, state, apply, revert. Pure.
 
 A patch is data (roles/engine_patches/files/patches/<id>/patch.yml): a list of exact ``find`` /
@@ -23,12 +24,12 @@ import re
 
 MARKER_PREFIX = 'llmfleet-patch: '
 
-# Keys a patch.yml may carry. The role reads package/version_spec/archs/file; this module reads
-# id/marker/hunks/original_sha256/known_versions/needed_for; the rest documents the patch.
+# Keys a patch.yml may carry. The role reads package/version_spec/archs/variants/file; this module
+# reads id/marker/hunks/original_sha256/known_versions/needed_for; the rest documents the patch.
 # needed_for: the versions whose published build has the fault the patch works around (measured,
 # e.g. with tools/fatbin_arches.py); a version there but outside version_spec is a gap, not a skip.
 PATCH_KEYS = frozenset([
-    'id', 'package', 'version_spec', 'archs', 'file', 'description', 'source', 'why',
+    'id', 'package', 'version_spec', 'archs', 'variants', 'file', 'description', 'source', 'why',
     'original_sha256', 'known_versions', 'marker', 'hunks', 'needed_for', 'needed_for_evidence',
 ])
 HUNK_KEYS = frozenset(['name', 'find', 'replace'])

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """After a deploy: judge what playbooks/validate.yml collected, one check per line; JSON + Markdown. Pure.
 
 Input (``raw``), assembled by the playbook from what each host reported:
@@ -428,13 +429,18 @@ def _serve_checks(cl, out):
             model, url, smoke.get('error') or smoke.get('msg') or 'failed', cl.params.get('serve_unit') or 'llmfleet-serve-*',
             cl.serving[0])))
         return smoke
-    out.append(check(PASS, cl.target, 'serve smoke', '%d completion(s) of %s from the controller via %s/v1: %s token(s), %r'
-                     % (len(smoke.get('latencies_s') or []), model, url, _fmt(max(smoke.get('completion_tokens') or [0])),
-                        _printable(smoke.get('text'))[:60])))
+    # a reasoning parser moves the thinking out of content: show both parts, apart
+    reasoning = ', reasoning %r' % _printable(smoke['reasoning'])[:60] if smoke.get('reasoning') else ''
+    out.append(check(PASS, cl.target, 'serve smoke', '%d completion(s) of %s from the controller via %s/v1: %s token(s)%s, '
+                     'content %r' % (len(smoke.get('latencies_s') or []), model, url,
+                                     _fmt(max(smoke.get('completion_tokens') or [0])), reasoning,
+                                     _printable(smoke.get('text'))[:60])))
     stream = smoke.get('stream') or {}
     if stream:
-        out.append(check(PASS, cl.target, 'serve stream', 'streamed chat completion: %d content chunk(s), first after %s s, '
-                         'closed with [DONE]' % (stream.get('content_chunks') or 0, _fmt(stream.get('first_chunk_s')))))
+        out.append(check(PASS, cl.target, 'serve stream', 'streamed chat completion: %d content and %d reasoning chunk(s), '
+                         'first after %s s, closed with [DONE]' % (stream.get('content_chunks') or 0,
+                                                                   stream.get('reasoning_chunks') or 0,
+                                                                   _fmt(stream.get('first_chunk_s')))))
     limit = _num(cl.params.get('latency_max_s'), 30)
     p50, worst = _num(smoke.get('p50_s')), _num(smoke.get('max_s'))
     detail = 'p50 %s s, max %s s, %s tokens/s (limit %s s)' % (_fmt(p50), _fmt(worst), _fmt(smoke.get('tokens_per_s')), _fmt(limit))

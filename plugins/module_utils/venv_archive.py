@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """How each node gets its release venv: clone a packed venv, or sync it from the wheelhouse.
 
 Unpacking the same ~150 wheels and compiling their bytecode on every node is most of an install

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Version alignment: an installed set against its lock, and a package across nodes. Pure.
 
 Fix 6 of the vllm-gb10 notes: a Ray worker runs model code in its own node's environment, so a

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 
 DOCUMENTATION = r'''
 ---

@@ -1,5 +1,6 @@
-# Copyright: (c) llmfleet maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # Documentation only: the work is done on the controller by the action plugin of the same name
 # (plugins/action/inventory_check.py), as ansible-core does for assert/debug.
 
@@ -15,8 +16,10 @@ description:
   - Exactly one host in group C(ray_head) per cluster; no host in both C(ray_head) and C(ray_workers);
     every C(serve_nodes) host is a Ray node.
   - Every Ray node and serving host has a C(llmfleet_fabric_ip) that is a usable IPv4 address (not
-    loopback, link-local, multicast, unspecified or reserved; no prefix length), unique across the
-    whole inventory.
+    multicast, unspecified or reserved; no prefix length), unique across the
+    whole inventory. Link-local (169.254/16) is accepted for the fabric (a direct cable, as NVIDIA's
+    two-Spark setup uses); a loopback address only in a cluster of one host (not 127.0.0.1, which Ray
+    rewrites).
   - Every fleet host (Ray groups, C(serve_nodes), C(gb10), C(thor)) declares a known
     C(llmfleet_gpu_arch), consistent with its platform group (C(gb10) is sm_121, C(thor) is sm_110).
   - C(llmfleet_engine) is C(vllm) or C(sglang); C(llmfleet_serve_profile), when set, names an existing
@@ -30,6 +33,11 @@ description:
   - Version pins are identical across a serving group - C(llmfleet_release), every variable whose name
     contains C(version) or ends in C(_release), and C(python_env_*pin*) variables (C(ansible_*) excluded).
     A variable whose template needs facts is compared as its raw template.
+  - Then the rule table of C(plugins/plugin_utils/gate_rules.py) (listed in C(docs/gate-rules.md)) - every
+    variable the inventory sets for a role against that role's C(meta/argument_specs.yml), absolute node
+    paths, safe names, numeric ranges, management vs fabric addresses, one fabric subnet and one MTU per
+    cluster, port collisions per node, engine / python_env variant / profile / release agreement.
+    Profiles in C(llmfleet_serve_profiles_extra) are resolved and validated like shipped ones.
   - All problems are collected and reported together, one line each naming the host(s), the variable,
     its value and the fix; then the task fails. On success, RV(lines) has one line per check.
 version_added: "0.1.0"

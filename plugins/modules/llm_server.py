@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 
 DOCUMENTATION = r'''
 ---
@@ -87,6 +88,12 @@ options:
         at exec (status 205/LIMITS); the serve role passes at most PID 1's hard limit.
     type: int
     default: 20000
+  limit_memlock:
+    description:
+      - C(LimitMEMLOCK=) of the unit (C(infinity) or bytes), since RDMA/RoCE registers NCCL's buffers.
+        The serve role passes at most PID 1's hard limit (a higher one fails at exec, 205/LIMITS).
+    type: str
+    default: infinity
   hardening:
     description: Add the systemd sandboxing options.
     type: bool
@@ -172,7 +179,7 @@ models:
   elements: str
   returned: when health_url is set
 smoke:
-  description: The smoke completion's text and latency.
+  description: The smoke completion's answer (C(text)), reasoning (C(reasoning), behind a reasoning parser), tokens and latency.
   type: dict
   returned: when smoke ran
 drained:
@@ -187,7 +194,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_unit
+from ansible_collections.llmfleet.cluster.plugins.module_utils import chat_output, serve_unit
 
 
 # 'activating' is also a crash loop's wait between restarts (SubState auto-restart): a unit there
@@ -293,7 +300,9 @@ class Server:
             doc = json.loads(r.read())
         except Exception as exc:  # noqa: BLE001
             self.m.fail_json(msg='smoke completion failed: %s' % exc, **self.journal_result())
-        return {'text': doc['choices'][0]['message'].get('content'), 'latency_s': round(time.time() - t0, 2),
+        # behind a reasoning parser a short answer is all reasoning and content is null
+        reasoning, text = chat_output.parts(chat_output.first_choice(doc, 'message'))
+        return {'text': text, 'reasoning': reasoning, 'latency_s': round(time.time() - t0, 2),
                 'completion_tokens': (doc.get('usage') or {}).get('completion_tokens')}
 
     # ------------------------------------------------------------------ files
@@ -329,6 +338,7 @@ def main():
             description=dict(type='str', default='llmfleet engine'),
             memory_max=dict(type='str', default=''),
             limit_nofile=dict(type='int', default=20000),
+            limit_memlock=dict(type='str', default='infinity'),
             stop_timeout=dict(type='int', default=60),
             hardening=dict(type='bool', default=True),
             health_url=dict(type='str', default=''),
@@ -349,7 +359,7 @@ def main():
     unit_text = serve_unit.render_unit(
         p['name'], p['argv'], p['user'], p['group'], p['env_files'] + [s.env_path], p['workdir'],
         p['description'], digest, memory_max=p['memory_max'], hardening=p['hardening'],
-        limit_nofile=p['limit_nofile'], kill_timeout=p['stop_timeout'])
+        limit_nofile=p['limit_nofile'], limit_memlock=p['limit_memlock'], kill_timeout=p['stop_timeout'])
     try:
         env_text = serve_unit.render_env(dict(p['env'], **p['secret_env']))
     except ValueError as exc:

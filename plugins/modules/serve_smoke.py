@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 
 DOCUMENTATION = r'''
 ---
@@ -13,6 +14,9 @@ description:
   - Meant to run where the users are (the controller, with C(delegate_to) C(localhost)), so it tests the API the way
     clients reach it.
   - Never fails on a bad endpoint; RV(ok), RV(error) and the latencies say what happened (the caller decides).
+  - A server with a reasoning parser returns the model's thinking as C(reasoning) / C(reasoning_content), not
+    C(content); a reasoning model cut off by I(max_tokens) returns no content at all. Both count as output and
+    come back apart, as RV(reasoning) and RV(text).
 author:
   - llmfleet maintainers (@llmfleet)
 options:
@@ -47,7 +51,7 @@ options:
   stream:
     description:
       - "Also send one streamed chat completion (C(stream=true), server-sent events) and require at least one
-        content chunk and the closing C(data: [DONE])."
+        output chunk (content or reasoning) and the closing C(data: [DONE])."
     type: bool
     default: false
 attributes:
@@ -106,11 +110,17 @@ tokens_per_s:
   type: float
   returned: always
 text:
-  description: The first completion's text.
+  description: The first completion's answer (C(message.content)).
+  type: str
+  returned: always
+reasoning:
+  description: The first completion's reasoning (C(message.reasoning) or C(reasoning_content)); empty without a reasoning parser.
   type: str
   returned: always
 stream:
-  description: The streamed completion when I(stream) - C(content_chunks), C(done) (C([DONE]) seen), C(first_chunk_s); else empty.
+  description:
+    - The streamed completion when I(stream) - C(content_chunks), C(reasoning_chunks), C(done) (C([DONE]) seen),
+      C(first_chunk_s) (first chunk of either kind), C(text), C(reasoning); else empty.
   type: dict
   returned: always
 error:
@@ -124,14 +134,14 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.llmfleet.cluster.plugins.module_utils import collective
+from ansible_collections.llmfleet.cluster.plugins.module_utils import chat_output, collective
 
 
 def stream_once(base, headers, p):
-    """One streamed chat completion: ({content_chunks, done, first_chunk_s}, error or '')."""
+    """One streamed chat completion: ({content_chunks, reasoning_chunks, done, first_chunk_s, text, reasoning}, error or '')."""
     body = json.dumps({'model': p['model'], 'max_tokens': p['max_tokens'], 'temperature': 0, 'stream': True,
                        'messages': [{'role': 'user', 'content': p['prompt']}]})
-    out = {'content_chunks': 0, 'done': False, 'first_chunk_s': None}
+    out = {'content_chunks': 0, 'reasoning_chunks': 0, 'done': False, 'first_chunk_s': None, 'text': '', 'reasoning': ''}
     t0 = time.monotonic()
     try:
         resp = open_url(base + '/v1/chat/completions', data=body, headers=headers, method='POST', timeout=p['timeout'])
@@ -143,15 +153,17 @@ def stream_once(base, headers, p):
             if data == '[DONE]':
                 out['done'] = True
                 break
-            delta = ((json.loads(data).get('choices') or [{}])[0].get('delta') or {})
-            if delta.get('content'):
-                out['content_chunks'] += 1
-                if out['first_chunk_s'] is None:
-                    out['first_chunk_s'] = round(time.monotonic() - t0, 3)
+            reasoning, content = chat_output.parts(chat_output.first_choice(json.loads(data), 'delta'))
+            out['reasoning_chunks'] += 1 if reasoning else 0
+            out['content_chunks'] += 1 if content else 0
+            out['reasoning'] += reasoning
+            out['text'] += content
+            if out['first_chunk_s'] is None and chat_output.has_output(reasoning, content):
+                out['first_chunk_s'] = round(time.monotonic() - t0, 3)
     except Exception as exc:  # pylint: disable=broad-except
         return out, 'POST %s/v1/chat/completions (stream): %s' % (base, exc)
-    if not out['content_chunks']:
-        return out, 'the streamed completion sent no content chunk'
+    if not out['content_chunks'] and not out['reasoning_chunks']:
+        return out, 'the streamed completion sent no content or reasoning chunk'
     if not out['done']:
         return out, 'the streamed completion ended without data: [DONE]'
     return out, ''
@@ -176,7 +188,7 @@ def main():
     headers = {'Content-Type': 'application/json'}
     if p['api_key']:
         headers['Authorization'] = 'Bearer ' + p['api_key']
-    res = dict(changed=False, ok=False, models=[], latencies_s=[], completion_tokens=[], text='', error='',
+    res = dict(changed=False, ok=False, models=[], latencies_s=[], completion_tokens=[], text='', reasoning='', error='',
                p50_s=None, max_s=None, tokens_per_s=None, stream={})
     try:
         doc = json.loads(open_url(base + '/v1/models', headers=headers, timeout=p['timeout']).read())
@@ -199,8 +211,8 @@ def main():
             break
         res['latencies_s'].append(round(time.monotonic() - t0, 3))
         res['completion_tokens'].append(int((doc.get('usage') or {}).get('completion_tokens') or 0))
-        if not res['text']:
-            res['text'] = ((doc.get('choices') or [{}])[0].get('message') or {}).get('content') or ''
+        if len(res['latencies_s']) == 1:
+            res['reasoning'], res['text'] = chat_output.parts(chat_output.first_choice(doc, 'message'))
     if res['latencies_s']:
         res['p50_s'] = round(collective.median(res['latencies_s']), 3)
         res['max_s'] = max(res['latencies_s'])

@@ -1,5 +1,6 @@
-# Copyright: (c) llmfleet maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Controller-side inventory checks for preflight (issue #9): pure functions, no I/O.
 
 ``check_inventory()`` takes plain data (host -> variables, group -> hosts, the serve
@@ -21,6 +22,8 @@ import json
 import re
 import typing as t
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils import profiles as _profiles
+
 KNOWN_GPU_ARCHS: tuple[str, ...] = ("sm_121", "sm_110", "sm_120", "sm_100", "sm_90", "sm_89", "sm_80")
 ENGINES: tuple[str, ...] = ("vllm", "sglang")
 DEFAULT_CLUSTER = "default"
@@ -32,6 +35,7 @@ HEAD, WORKERS, SERVE = "ray_head", "ray_workers", "serve_nodes"
 FABRIC_FIX = "give each host its own data-plane IPv4 (the QSFP address)"
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 UNSET: t.Any = object()
+EXTRAS_VAR = "llmfleet_serve_profiles_extra"
 # Variables the checks need as values: a template that cannot be evaluated on the controller is a
 # finding of the check that owns the variable (and the variable counts as unset elsewhere).
 CORE_VARS: dict[str, str] = {
@@ -102,7 +106,7 @@ def is_pin_var(name: str) -> bool:
 
 def is_wanted_var(name: str) -> bool:
     """Variables the checks read (what the action plugin extracts from hostvars)."""
-    return name.startswith("llmfleet_") or is_pin_var(name)
+    return name.startswith("llmfleet_") or is_pin_var(name) or name in ("ansible_host", "ansible_connection")
 
 
 # --------------------------------------------------------------------------- results
@@ -382,8 +386,9 @@ def _bad_ip_reason(text: str) -> tuple[str, str] | None:
         return "is not an IPv4 address", fix
     if ip.version != 4:
         return "is IPv6", "the fabric (NCCL/Ray) uses IPv4: " + fix
-    kinds = [("a loopback", ip.is_loopback), ("a link-local (169.254/16)", ip.is_link_local),
-             ("a multicast", ip.is_multicast), ("the unspecified", ip.is_unspecified),
+    # Loopback is judged by the gate rule fabric_address (fine in a one-host cluster only);
+    # link-local (169.254/16) is a valid direct-cable fabric (NVIDIA's two-Spark setup uses it).
+    kinds = [("a multicast", ip.is_multicast), ("the unspecified", ip.is_unspecified),
              ("the broadcast", text == "255.255.255.255"), ("a reserved (240/4)", ip.is_reserved)]
     for kind, hit in kinds:
         if hit:
@@ -489,6 +494,32 @@ def _is_abstract(name: str, data: t.Any) -> bool:
     return name.startswith("_") or (isinstance(data, t.Mapping) and data.get("abstract") is True)
 
 
+def _shipped_mappings(profiles: t.Mapping[str, t.Any] | None) -> dict[str, t.Any]:
+    return {k: dict(v, name=k) for k, v in (profiles or {}).items() if isinstance(v, t.Mapping)}
+
+
+def resolve_extra(profiles: t.Mapping[str, t.Any] | None, extras: t.Mapping[str, t.Any],
+                  name: str) -> tuple[t.Mapping[str, t.Any] | None, str]:
+    """(resolved profile, '') for an inventory profile, read like a shipped one, or (None, why)."""
+    try:
+        catalogue = _profiles.merge_catalogues(_shipped_mappings(profiles), dict(extras))
+        return _profiles.resolve_profile(catalogue, name), ""
+    except _profiles.ProfileError as exc:
+        return None, str(exc)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a malformed field the validator did not name
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def resolve_full(inv: _Inventory, host: str, profiles: t.Mapping[str, t.Any] | None) -> t.Mapping[str, t.Any] | None:
+    """The host's serve profile flattened and validated as the serve role will (None if it does not)."""
+    name = inv.var(host, "llmfleet_serve_profile")
+    extras = inv.var(host, EXTRAS_VAR)
+    if not isinstance(name, str) or profiles is None:
+        return None
+    data, _error = resolve_extra(profiles, extras if isinstance(extras, t.Mapping) else {}, name)
+    return data
+
+
 def _resolve_profile(inv: _Inventory, hosts: t.Sequence[str],
                      profiles: t.Mapping[str, t.Any] | None) -> tuple[str | None, t.Mapping[str, t.Any] | None]:
     """The serving group's profile name and data when it is consistent and loadable."""
@@ -496,6 +527,9 @@ def _resolve_profile(inv: _Inventory, hosts: t.Sequence[str],
     if len(names) != 1:
         return None, None
     name = next(iter(names))
+    extras = inv.var(hosts[0], EXTRAS_VAR)
+    if isinstance(name, str) and isinstance(extras, t.Mapping) and name in extras:
+        return name, resolve_extra(profiles, extras, name)[0]
     if not isinstance(name, str) or profiles is None:
         return name if isinstance(name, str) else None, None
     data = profiles.get(name)
@@ -525,10 +559,20 @@ def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None
                 "use the file name of a profile under profiles/ without '.yml'", (host,), "llmfleet_serve_profile",
                 name))
             continue
-        if profiles is None:
+        extras = inv.var(host, EXTRAS_VAR)
+        if isinstance(extras, t.Mapping) and name in extras:
+            data, error = resolve_extra(profiles, extras, name)
+            if error:
+                res.findings.append(Finding(
+                    host, f"{EXTRAS_VAR} profile '{name}' is not valid: {error}",
+                    f"fix {EXTRAS_VAR}['{name}'] (the same fields as a file under profiles/)",
+                    (host,), EXTRAS_VAR, name))
+                continue
+        elif profiles is None:
             unverifiable.setdefault(name, []).append(host)
             continue
-        data = profiles.get(name)
+        else:
+            data = profiles.get(name)
         if data is None:
             res.findings.append(Finding(
                 host, f"llmfleet_serve_profile '{name}' does not exist in {profiles_location}",
@@ -693,7 +737,9 @@ def check_versions(inv: _Inventory) -> CheckResult:
 def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.Mapping[str, t.Sequence[str]],
                     profiles: t.Mapping[str, t.Any] | None = None, profiles_location: str = "profiles",
                     known_gpu_archs: t.Sequence[str] = KNOWN_GPU_ARCHS,
-                    engines: t.Sequence[str] = ENGINES) -> Report:
+                    engines: t.Sequence[str] = ENGINES,
+                    role_specs: t.Mapping[str, t.Mapping[str, t.Any]] | None = None,
+                    variants: t.Mapping[str, t.Any] | None = None) -> Report:
     """Run every controller-side check; nothing here touches a host or the disk.
 
     ``hostvars``: host -> its (templated) variables; at least the ``llmfleet_*`` ones and the pins.
@@ -710,6 +756,12 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
         check_parallelism(inv, profiles),
         check_versions(inv),
     ]
+    # the rule table (plugin_utils/gate_rules.py): role specs and cross-host rules
+    from ansible_collections.llmfleet.cluster.plugins.plugin_utils import gate_rules  # cycle: it imports us
+    ctx = gate_rules.GateContext(inv, role_specs or {}, variants,
+                                 {h: p for h in inv.members if (p := resolve_full(inv, h, profiles)) is not None})
+    for rule in gate_rules.RULES:
+        checks.append(CheckResult(rule.key, rule.title, list(rule.func(ctx))))
     unevaluated: dict[str, list[Finding]] = {c.key: [] for c in checks}
     for host in inv.sort(hostvars):
         for name, key in CORE_VARS.items():

@@ -215,7 +215,7 @@ serve_checks() {  # $1 = tag
 sweep() {  # $1 = tag
   local tag=$1
   log "sweep $tag"
-  timeout "${SWEEP_TIMEOUT:-240}" "$(stage_val venv)/bin/python" "$REPO/benchmarks/bench_serve_sweep.py" sweep --inproc --base-url "$(stage_val serve_url)" \
+  timeout "${SWEEP_TIMEOUT:-240}" "$(stage_val venv)/bin/python" "$REPO/playbooks/files/bench_serve_sweep.py" sweep --inproc --base-url "$(stage_val serve_url)" \
     --model "$(stage_val model)" --served-model-name "$(stage_val served_model_name)" \
     --concurrency "${SWEEP_CONC:-1,2,4,8,16,32}" --input-len 256 --output-len 128 --prompts-per-level 8 --min-prompts 16 \
     --num-warmups 4 --out-dir "$RES/sweep-$tag" --label "$tag" --plot --title "tiny Llama, 2x H200, $tag" \

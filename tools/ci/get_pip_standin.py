@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Stand-in for pip's get-pip.py, used only by ansible-test's venv bootstrap.
 
 ansible-test downloads get-pip.py from ci-files.testing.ansible.com, which this network cannot

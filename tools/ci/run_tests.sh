@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # `make test`: every suite in order, each step's own runner output shown; the last line counts
 # steps. A failed step does not hide the others' results, and the exit code is non-zero.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-STEPS=(unit lint build sanity integration-controller integration-nccl molecule-default molecule-fabric molecule-cluster)
+STEPS=(unit lint build sanity integration-controller integration-nccl molecule-default install-test molecule-fabric molecule-cluster)
 [ -n "${TEST_STEPS:-}" ] && read -r -a STEPS <<< "$TEST_STEPS"
 passed=0; failed=0; report=()
 # CI kills a run after 90 min with nothing reported: cluster checks that would start later than
@@ -15,6 +18,10 @@ if [ "$budget" -gt 0 ]; then export LLMFLEET_TEST_DEADLINE=$((start + budget)); 
 # is built in the background while the controller-side steps use the CPU, and the first molecule
 # step waits for it (molecule-% depends on lab-up, which then finds the lab up). Its log is kept.
 lab_pid=""
+if printf '%s\n' "${STEPS[@]}" | grep -q '^molecule'; then
+  # the lab is up for these steps: install-test's runs against it must not be skipped
+  export LLMFLEET_INSTALL_TEST_LAB=${LLMFLEET_INSTALL_TEST_LAB:-1}
+fi
 if printf '%s\n' "${STEPS[@]}" | grep -q '^molecule'; then
   mkdir -p .build
   echo "=== make lab-up (background, log .build/lab-up.log)"

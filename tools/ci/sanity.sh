@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # ansible-test sanity on a snapshot of this checkout laid out as ansible_collections/llmfleet/cluster
 # (ansible-test needs that path and lists files through git).
 set -euo pipefail

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # Fetch NCCL's upstream source tarball from Debian's archive (sid/contrib source package
 # nvidia-nccl) without touching the machine's apt configuration, verify it against the signed
 # Sources index, and cache it. Prints the cached tarball's path on stdout.

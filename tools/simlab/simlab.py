@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """The simulated lab: N systemd containers on two podman networks.
 
 Each node is a Debian 12 rootfs (debootstrap + ``podman import``, no registry)

@@ -6,7 +6,7 @@ import urllib.request
 import pytest
 import testinfra
 
-from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, recap, run_playbook, wait_for
+from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, api_headers, recap, run_playbook, wait_for
 
 INVENTORY = None
 
@@ -26,7 +26,7 @@ def test_ray_unit_hardened_and_unprivileged(name):
     svc = h.service("llmfleet-ray")
     assert svc.is_running and svc.is_enabled
     props = h.check_output("systemctl show llmfleet-ray -p User -p NoNewPrivileges -p ProtectSystem -p Restart -p PrivateTmp")
-    for want in ("User=llmfleet", "NoNewPrivileges=yes", "ProtectSystem=full", "Restart=always", "PrivateTmp=yes"):
+    for want in ("User=llmfleet", "NoNewPrivileges=yes", "ProtectSystem=strict", "Restart=always", "PrivateTmp=yes"):
         assert want in props
     unit = h.file("/etc/systemd/system/llmfleet-ray.service").content_string
     assert f"--node-ip-address={FABRIC_IP[name]}" in unit
@@ -92,14 +92,14 @@ def test_a_worker_the_heads_firewall_refuses_joins_in_one_ray_run():
     head, thor2 = node("spark1"), node("thor2")
     head.check_output(f"sed -i 's/, {FABRIC_IP['thor2']}//; s/{FABRIC_IP['thor2']}, //' /etc/llmfleet/ray.nft"
                       " && systemctl restart llmfleet-ray-firewall")
-    assert FABRIC_IP["thor2"] not in head.check_output("nft list set inet llmfleet_ray fabric_peers")
+    assert FABRIC_IP["thor2"] not in head.check_output("nft list set inet llmfleet_ray peers")
     thor2.check_output("systemctl restart --no-block llmfleet-ray")
     # refused by the head: the unit stays in its start, waiting for the GCS port
     wait_for(lambda: thor2.check_output("systemctl show -P SubState llmfleet-ray") == "start-pre", 60)
     rc, out, secs = run_playbook("playbooks/ray.yml", timeout=600)
     assert rc == 0, out[-3000:]
     assert recap(out)["spark1"]["changed"] >= 1  # the table file, rewritten and loaded at once
-    assert FABRIC_IP["thor2"] in head.check_output("nft list set inet llmfleet_ray fabric_peers")
+    assert FABRIC_IP["thor2"] in head.check_output("nft list set inet llmfleet_ray peers")
     assert alive_ray_ips(head) == sorted(FABRIC_IP.values())
     print(f"thor2 admitted and joined within one ray.yml run ({secs:.0f}s)")
 
@@ -129,7 +129,7 @@ def test_completion_from_controller():
     body = json.dumps({"model": "tiny-llama", "max_tokens": 8,
                        "messages": [{"role": "user", "content": "hello"}]}).encode()
     req = urllib.request.Request(f"http://{FABRIC_IP['spark1']}:8000/v1/chat/completions", data=body,
-                                 headers={"Content-Type": "application/json"})
+                                 headers=api_headers())
     doc = json.loads(urllib.request.urlopen(req, timeout=120).read())
     assert doc["model"] == "tiny-llama"
     assert doc["usage"]["completion_tokens"] == 8

@@ -29,7 +29,7 @@ import urllib.request
 
 import testinfra
 
-from conftest import FABRIC_IP, alive_ray_ips, run_playbook, wait_for
+from conftest import FABRIC_IP, alive_ray_ips, api_headers, run_playbook, wait_for
 
 CUT_S = 30
 RECOVERY_BOUND_S = 300
@@ -71,7 +71,7 @@ def healthy():
 
 def completes():
     body = json.dumps({"model": "tiny-llama", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}).encode()
-    req = urllib.request.Request(f"{API}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(f"{API}/v1/chat/completions", data=body, headers=api_headers())
     try:
         with urllib.request.urlopen(req, timeout=60) as resp:
             return json.loads(resp.read())["usage"]["completion_tokens"] >= 1

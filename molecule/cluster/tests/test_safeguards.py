@@ -13,7 +13,7 @@ import pytest
 import testinfra
 import yaml
 
-from conftest import FABRIC_IP, wait_for
+from conftest import FABRIC_IP, api_headers, wait_for
 
 INVENTORY = None
 UNIT = "llmfleet-serve-tiny-llama"
@@ -117,7 +117,7 @@ def test_watchdog_restarts_a_hung_engine():
     assert f"failed {failures} consecutive health probes: restarting it" in journal
     back = wait_for(lambda: healthy(ip), 900)
     body = json.dumps({"model": "tiny-llama", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}).encode()
-    req = urllib.request.Request(f"http://{ip}:8000/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(f"http://{ip}:8000/v1/chat/completions", data=body, headers=api_headers())
     assert json.loads(urllib.request.urlopen(req, timeout=300).read())["usage"]["completion_tokens"] >= 1
     pid = props(h, UNIT, "MainPID")["MainPID"]
     assert h.check_output(f"cat /proc/{pid}/oom_score_adj") == str(DEFAULTS["safeguards_serve_oom_score_adjust"])

@@ -1,6 +1,6 @@
 """Serve lifecycle on the sim (issue 7): restart on change, no-op otherwise, drain of an in-flight
 stream, self-recovery after a killed rank, fail-fast on a load that dies, API key enforcement.
-Each test leaves tiny-llama served with the inventory's settings (no API key)."""
+Each test leaves tiny-llama served with the inventory's settings (the sim's generated API key)."""
 import json
 import os
 import threading
@@ -10,7 +10,7 @@ import urllib.request
 
 import testinfra
 
-from conftest import FABRIC_IP, failures, recap, run_module, run_playbook, unit_started_at, wait_for
+from conftest import FABRIC_IP, api_key, failures, recap, run_module, run_playbook, unit_started_at, wait_for
 
 UNIT = "llmfleet-serve-tiny-llama"
 ENV_DIR = "/etc/llmfleet"
@@ -28,6 +28,8 @@ def starts():
 
 
 def chat(max_tokens=8, key=None, stream=False, timeout=120):
+    """key None: the cluster's current key; "": no Authorization header."""
+    key = api_key() if key is None else key
     body = json.dumps({"model": "tiny-llama", "max_tokens": max_tokens, "stream": stream,
                        "messages": [{"role": "user", "content": "hello"}]}).encode()
     headers = {"Content-Type": "application/json"}
@@ -61,7 +63,7 @@ def test_a_changed_flag_and_api_key_restart_every_rank_then_an_unchanged_run_is_
     assert all(after[h] != before[h] for h in after), "a changed flag and a new secret restart every rank"
     assert "--max-num-seqs 3" in node("spark2").check_output(f"systemctl show -P ExecStart {UNIT}")
     try:
-        chat()
+        chat(key="")
         raise AssertionError("a request without the key was served")
     except urllib.error.HTTPError as exc:
         assert exc.code == 401
@@ -69,13 +71,14 @@ def test_a_changed_flag_and_api_key_restart_every_rank_then_an_unchanged_run_is_
     # the env file holding the key is 0600 root
     env_file = node("spark1").file(f"{ENV_DIR}/{UNIT}.env")
     assert env_file.mode == 0o600 and env_file.user == "root" and f"VLLM_API_KEY={key}" in env_file.content_string
+    assert f"LLMFLEET_API_KEY={key}" in env_file.content_string
     rc, out, _secs = run_playbook("playbooks/serve.yml", extra_vars=changed)
     assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())
     assert starts() == after
 
 
 def test_stop_waits_for_an_inflight_stream():
-    """Back to the inventory's profile, no key (a restart) while a stream runs: the stream finishes first."""
+    """Back to the inventory's profile and key file (a restart) while a stream runs: the stream finishes first."""
     received, done = [], {}
 
     def consume():

@@ -9,7 +9,7 @@ import os
 import testinfra
 import yaml
 
-from conftest import ROOT, failures, recap, run_playbook
+from conftest import ROOT, api_headers, failures, recap, run_playbook
 
 UNIT = "llmfleet-serve-tiny-llama"
 PATCHES = os.path.join(ROOT, "molecule", "cluster", "patches")
@@ -38,7 +38,7 @@ def completion_tokens():
     body = json.dumps({"model": "tiny-llama", "max_tokens": 8,
                        "messages": [{"role": "user", "content": "hello"}]}).encode()
     req = urllib.request.Request("http://10.231.1.11:8000/v1/chat/completions", data=body,
-                                 headers={"Content-Type": "application/json"})
+                                 headers=api_headers())
     return json.loads(urllib.request.urlopen(req, timeout=120).read())["usage"]["completion_tokens"]
 
 

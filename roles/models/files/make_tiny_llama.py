@@ -1,8 +1,11 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Make a tiny random-weight Llama (HF format) that vLLM can serve, without any hub access.
 
 Usage:
-  make_tiny_llama.py OUTDIR [--seed 0] [--hidden 128] [--layers 2] [--heads 4] [--kv-heads 2]
-                            [--vocab 512] [--max-pos 512]
+  make_tiny_llama.py OUTDIR [--seed 0] [--hidden 128] [--layers 4] [--heads 4] [--kv-heads 2]
+                            [--vocab 512] [--max-pos 512] [--no-think]
 
 What it writes to OUTDIR (the same bytes for the same arguments and library versions):
   config.json, generation_config.json, model.safetensors      (LlamaForCausalLM, float32)
@@ -13,8 +16,13 @@ The tokenizer is a byte-level BPE trained in-process on a small built-in text, s
 input (no UNK) and needs no download. A Llama-3-style chat template is attached so
 ``/v1/chat/completions`` works. Default sizes keep head_dim = hidden/heads = 32 (vLLM's CPU
 attention supports head sizes 32, 64, 80, ...) and heads/kv-heads divisible by 2 for
-``--tensor-parallel-size 2``. The weights are random: the model talks gibberish, which is
-all a serving test needs.
+``--tensor-parallel-size 2``; 4 layers give each stage of ``--pipeline-parallel-size 2`` two
+layers. The weights are random: the model talks gibberish, which is all a serving test needs.
+
+Reasoning: the vocabulary carries ``<think>`` and ``</think>`` as added (not special) tokens, as
+reasoning models' tokenizers do, so vLLM's ``--reasoning-parser deepseek_r1`` (which looks both up
+in the vocabulary) can serve it; that parser counts everything before ``</think>`` as reasoning,
+so even the random model's output comes back as ``reasoning`` (``--no-think`` leaves them out).
 
 Needs: torch, transformers, tokenizers, safetensors (all in the engine's wheelhouse).
 """
@@ -43,6 +51,7 @@ BOS, EOS, EOT = "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"
 SH, EH = "<|start_header_id|>", "<|end_header_id|>"
 PAD = "<|pad|>"
 SPECIAL = [BOS, EOS, SH, EH, EOT, PAD]
+THINK = ["<think>", "</think>"]
 
 # Llama-3 style template (text only). add_generation_prompt opens the assistant turn.
 CHAT_TEMPLATE = (
@@ -59,8 +68,8 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tokenizer(vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def build_tokenizer(vocab_size: int, think: bool = True):
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -73,11 +82,14 @@ def build_tokenizer(vocab_size: int):
         show_progress=False,
     )
     tok.train_from_iterator(CORPUS.splitlines(), trainer=trainer)
+    if think:
+        # whole tokens (never split by BPE), decoded as text like Qwen3's/DeepSeek-R1's
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in THINK])
     return tok
 
 
 def make(outdir: Path, seed: int, hidden: int, layers: int, heads: int, kv_heads: int,
-         vocab: int, max_pos: int) -> dict:
+         vocab: int, max_pos: int, think: bool = True) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
@@ -87,7 +99,7 @@ def make(outdir: Path, seed: int, hidden: int, layers: int, heads: int, kv_heads
         raise SystemExit("hidden must be divisible by heads, and heads by kv-heads")
     outdir.mkdir(parents=True, exist_ok=True)
 
-    tok = build_tokenizer(vocab)
+    tok = build_tokenizer(vocab, think)
     hf_tok = PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token=BOS, eos_token=EOT, pad_token=PAD,
         model_max_length=max_pos, clean_up_tokenization_spaces=False,
@@ -134,6 +146,7 @@ def make(outdir: Path, seed: int, hidden: int, layers: int, heads: int, kv_heads
         "outdir": str(outdir),
         "params": sum(p.numel() for p in model.parameters()),
         "vocab_size": config.vocab_size,
+        "think_tokens": {t: tok.token_to_id(t) for t in THINK} if think else {},
         "files": digests,
     }
 
@@ -143,13 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=512)
     ap.add_argument("--max-pos", type=int, default=512)
+    ap.add_argument("--no-think", dest="think", action="store_false",
+                    help="leave <think>/</think> out of the vocabulary")
     a = ap.parse_args(argv)
-    info = make(a.outdir, a.seed, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.max_pos)
+    info = make(a.outdir, a.seed, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.max_pos, a.think)
     json.dump(info, sys.stdout, indent=1)
     print()
     return 0

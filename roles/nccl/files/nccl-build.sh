@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # Build NCCL from an unpacked source tree and install it into a versioned prefix.
 # Installed and started (async) by the llmfleet.cluster.nccl role; usable by hand too.
 #

@@ -1,4 +1,7 @@
 #!/bin/sh
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # Build ONE wheel from source on a build node (python_env role, build: source variants).
 #
 #   build_source_wheel.sh VENV OUT REQUIREMENT [PIP_ARG ...]

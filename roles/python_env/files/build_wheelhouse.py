@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Build an offline wheelhouse for one engine variant (arch, release).
 
 Usage:
@@ -771,6 +774,54 @@ def add_built(spec_path: Path, out: Path | None, root: Path, wheel: Path, built_
     return {**manifest, "status": "added"}
 
 
+# --------------------------------------------------------------------------- committed pins
+def lock_entries(text: str) -> dict[str, tuple[str, str]]:
+    """``name==version --hash=sha256:H`` lines of a lock -> {canonical name: (version, H)}."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "==" not in line:
+            continue
+        req, _sep, rest = line.partition(" ")
+        name, _sep, version = req.partition("==")
+        digest = rest.split("--hash=sha256:", 1)[1].split()[0] if "--hash=sha256:" in rest else ""
+        out[canon(name)] = (version, digest)
+    return out
+
+
+def pin_problems(pinned: dict, actual: dict) -> list[str]:
+    """How a wheelhouse's lock differs from the committed one, one entry per package."""
+    problems = []
+    for name in sorted(set(pinned) | set(actual)):
+        if name not in actual:
+            problems.append(f"{name}: pinned {pinned[name][0]} but not in the wheelhouse")
+        elif name not in pinned:
+            problems.append(f"{name} {actual[name][0]}: in the wheelhouse but not pinned")
+        elif pinned[name][0] != actual[name][0]:
+            problems.append(f"{name}: version {actual[name][0]}, pinned {pinned[name][0]}")
+        elif pinned[name][1] != actual[name][1]:
+            problems.append(f"{name} {actual[name][0]}: sha256 {actual[name][1][:16]}..., pinned {pinned[name][1][:16]}...")
+    return problems
+
+
+def check_pinned(spec_path: Path, out: Path | None, root: Path, pinned_dir: Path) -> str:
+    """Compare the wheelhouse's lock with ``<pinned_dir>/<arch>-<release>.txt`` (committed per
+    release). Raise naming every package that differs; no pin file: 'unpinned'."""
+    spec, _digest, out = target_of(load_spec(spec_path), out, root)
+    pin = pinned_dir / f"{spec['arch']}-{spec['release']}.txt"
+    if not pin.is_file():
+        return "unpinned"
+    lock = out / ("build-lock.txt" if is_source(spec) else "lock.txt")
+    problems = pin_problems(lock_entries(pin.read_text()), lock_entries(lock.read_text()))
+    if problems:
+        raise WheelhouseError(
+            f"the wheelhouse {out} differs from the lock committed for this release ({pin}): "
+            + "; ".join(problems) + ". A rebuild resolved or downloaded other wheels than the release was"
+            " tested with. Fix: find out why (a replaced file on the index? a changed spec?); if the new set"
+            f" is intended, make it a new release, or copy {lock} over {pin} and commit it.")
+    return "pinned"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("spec", nargs="?", type=Path, help="variant spec (YAML or JSON)")
@@ -785,6 +836,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--add-built", type=Path, metavar="WHEEL",
                     help="check a wheel built on a build node and lock it into the wheelhouse")
     ap.add_argument("--built-on", metavar="HOST", help="build host recorded with --add-built")
+    ap.add_argument("--pinned-dir", type=Path, metavar="DIR",
+                    help="after a build, compare the lock with DIR/<arch>-<release>.txt (committed per release)")
     ap.add_argument("--alias-only", nargs="+", metavar="ARG",
                     help="NAME VERSION REQ...: only build an alias wheel into --out")
     args = ap.parse_args(argv)
@@ -804,6 +857,8 @@ def main(argv: list[str] | None = None) -> int:
             result = add_built(args.spec, args.out, args.root, args.add_built, args.built_on)
         else:
             result = build(args.spec, args.out, args.root, args.force, args.verify, args.dry_run)
+            if args.pinned_dir and not args.dry_run:
+                result["pin"] = check_pinned(args.spec, args.out, args.root, args.pinned_dir)
     except WheelhouseError as exc:
         print(f"build_wheelhouse: {exc}", file=sys.stderr)
         return 1

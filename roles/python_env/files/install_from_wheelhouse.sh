@@ -1,4 +1,7 @@
 #!/bin/sh
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # Install an engine venv from a wheelhouse, offline. Idempotent: prints CHANGED or UNCHANGED
 # on its last line (for changed_when), non-zero exit on failure.
 #

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Start SGLang's HTTP server (`sglang.launch_server`) with the API key taken from the environment.
 
 SGLang reads its API key only from `--api-key`, and a key on the command line is readable by every

@@ -92,7 +92,10 @@ def lab(tmp_path_factory):
 
 def run(lab, extra: dict, *args: str) -> tuple[int, str]:
     work = lab["work"]
-    base = {"common_applied": True, "ansible_become": False, "models_cache": str(work / "cache")}
+    # connection local: both "nodes" are this machine, no ssh between them (the fan-out over the
+    # fabric is tested on network namespaces: test_models_fanout.py)
+    base = {"common_applied": True, "ansible_become": False, "models_cache": str(work / "cache"),
+            "models_distribution": "controller"}
     env = localplay.ansible_env(work, no_proxy=True)    # the sources are served on 127.0.0.1
     return localplay.run_playbook(ROOT / "playbooks" / "models.yml", work / "hosts.yml", {**base, **extra}, *args,
                                   env=env)

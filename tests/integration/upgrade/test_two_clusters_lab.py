@@ -70,6 +70,7 @@ def two_cluster_inventory(target: Path) -> Path:
 def playbook(inventory, path, *args, timeout=3600):
     return lab.run_playbook(path, *args, inventory=inventory, timeout=timeout, tail=6000)
 
+
 def api(cluster):
     doc = yaml.safe_load((SIM / "hosts.yml").read_text())["all"]["children"]
     head = CLUSTERS[cluster]["serve"][0]
@@ -77,9 +78,9 @@ def api(cluster):
     return f"http://{doc[group]['hosts'][head]['llmfleet_fabric_ip']}:8000"
 
 
-def complete(url, timeout=60):
+def complete(url, timeout=60, cluster=None):
     body = json.dumps({"model": "tiny-llama", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}).encode()
-    req = urllib.request.Request(f"{url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(f"{url}/v1/chat/completions", data=body, headers=lab.api_headers(cluster))
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())["usage"]["completion_tokens"] >= 1
 
@@ -87,15 +88,15 @@ def complete(url, timeout=60):
 class Prober(threading.Thread):
     """A completion to one API every second: [(sent, answered_or_failed, ok)] in wall-clock seconds."""
 
-    def __init__(self, url):
+    def __init__(self, url, cluster):
         super().__init__(daemon=True)
-        self.url, self.log, self.stop = url, [], threading.Event()
+        self.url, self.cluster, self.log, self.stop = url, cluster, [], threading.Event()
 
     def run(self):
         while not self.stop.is_set():
             t0 = time.time()
             try:
-                ok = complete(self.url, timeout=30)
+                ok = complete(self.url, timeout=30, cluster=self.cluster)
             except Exception:  # noqa: BLE001 - any failure is a failed completion
                 ok = False
             self.log.append((t0, time.time(), ok))
@@ -107,9 +108,10 @@ def current(inventory, host):
                              inventory=inventory)
     return os.path.basename(out.strip().split()[-1]) if rc == 0 else "?"
 
+
 def upgrade_both(inventory, reports, release):
     """upgrade.yml to `release` with probers on both APIs; -> (rc, output, {cluster: report}, {cluster: probe log})."""
-    probers = {name: Prober(api(name)) for name in CLUSTERS}
+    probers = {name: Prober(api(name), name) for name in CLUSTERS}
     for p in probers.values():
         p.start()
     try:
@@ -158,7 +160,7 @@ def test_two_clusters_upgraded_one_after_the_other(tmp_path):
         assert rc == 0, out[-6000:]
         results["converge two clusters (s)"] = round(secs)
         for name in CLUSTERS:
-            assert complete(api(name)), name
+            assert complete(api(name), cluster=name), name
         t0 = time.monotonic()
         rc, out, docs, logs = upgrade_both(inv, reports, RELEASE_B)
         results[f"upgrade {RELEASE_A} -> {RELEASE_B} (s)"] = round(time.monotonic() - t0)
@@ -176,4 +178,4 @@ def test_two_clusters_upgraded_one_after_the_other(tmp_path):
         print("\ntwo clusters: " + json.dumps(results, indent=1))
     assert rc_t == 0, out_t[-4000:]
     assert rc_s == 0, out_s[-6000:]
-    assert complete(api("sim-a"))
+    assert complete(api("sim-a"), cluster="sim-a")

@@ -25,6 +25,7 @@ def load_watchdog():
 
 class Engine(BaseHTTPRequestHandler):
     status = {"/health": 200, "/v1/chat/completions": 200}
+    answer = {"choices": [{"message": {"content": "p"}}]}
     seen = []
 
     def do_GET(self):  # noqa: N802 - http.server's API
@@ -39,7 +40,7 @@ class Engine(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.end_headers()
         if code == 200:
-            self.wfile.write(json.dumps({"choices": [{"message": {"content": "p"}}]}).encode())
+            self.wfile.write(Engine.answer if isinstance(Engine.answer, bytes) else json.dumps(Engine.answer).encode())
 
     def log_message(self, *args):
         pass
@@ -51,6 +52,7 @@ def engine():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     Engine.seen = []
+    Engine.answer = {"choices": [{"message": {"content": "p"}}]}
     yield "http://127.0.0.1:%d/health" % server.server_address[1]
     server.shutdown()
 
@@ -75,3 +77,22 @@ def test_completion_probe_refused():
     wd = load_watchdog()
     ok, reason = wd.generates("http://127.0.0.1:9/health", "m", 2)
     assert not ok and reason.startswith("completion ")
+
+
+# vLLM's reply shapes (0.32 with and without --reasoning-parser deepseek_r1; SGLang's field name):
+# a reasoning model's 1-token answer is reasoning, its content null; it still generated.
+@pytest.mark.parametrize("answer, want_ok, why", [
+    ({"choices": [{"message": {"content": None, "reasoning": "Hm"}}],
+      "usage": {"completion_tokens": 1}}, True, "completion HTTP 200"),
+    ({"choices": [{"message": {"content": None, "reasoning_content": "Hm"}}]}, True, "completion HTTP 200"),
+    ({"choices": [{"message": {"content": "", "reasoning": None}}],
+      "usage": {"completion_tokens": 1}}, True, "completion HTTP 200"),   # EOS as the only token
+    ({"choices": [{"message": {"content": None, "reasoning": None}}],
+      "usage": {"completion_tokens": 0}}, False, "completion HTTP 200 without output (no token, content or reasoning)"),
+    ({"choices": []}, False, "completion HTTP 200 without output (no token, content or reasoning)"),
+    (b"<html>proxy</html>", False, "completion HTTP 200 without a JSON body"),
+])
+def test_completion_probe_output(engine, answer, want_ok, why):
+    Engine.status = {"/health": 200, "/v1/chat/completions": 200}
+    Engine.answer = answer
+    assert load_watchdog().generates(engine, "tiny-llama", 5) == (want_ok, why)

@@ -214,10 +214,12 @@ def test_forced_socket_on_all_spark():
      r"'thor1'.*not a single interface name.*exclusion lists"),
     ({'thor1': dict(THOR1, fabric_iface='enp1s0f0np0,enP2p1s0f0np0')}, ['thor1'],
      r"not a single interface name"),
-    ({'thor1': dict(THOR1, fabric_iface='lo')}, ['thor1'], r"'thor1' has fabric_iface lo"),
+    ({'spark1': SPARK1, 'thor1': dict(THOR1, fabric_iface='lo')}, ['spark1', 'thor1'],
+     r"'thor1' has fabric_iface lo \(loopback\), but the serving group has several hosts"),
     ({'thor1': dict(THOR1, fabric_ip='')}, ['thor1'], r"'thor1' in the serving group has no fabric_ip"),
     ({'thor1': dict(THOR1, fabric_ip='fe80::1')}, ['thor1'], r"not a usable IPv4"),
-    ({'thor1': dict(THOR1, fabric_ip='127.0.0.1')}, ['thor1'], r"not a usable IPv4"),
+    ({'spark1': SPARK1, 'thor1': dict(THOR1, fabric_ip='127.0.0.2')}, ['spark1', 'thor1'],
+     r"'thor1' has fabric_ip '127.0.0.2', a loopback address, in a serving group of several hosts"),
     ({'thor1': dict(THOR1, fabric_ip='thor1.lan')}, ['thor1'], r"not a usable IPv4"),
     (FACTS, [], r"serving group is empty"),
     (FACTS, 'spark1', r"must be a list of inventory hostnames"),
@@ -230,6 +232,13 @@ def test_errors_name_host_and_fix(facts, group, message):
         ce.compute_comm_env(facts, group)
     with pytest.raises(AnsibleFilterError, match=message):
         FILTERS['comm_env'](facts, group)
+
+
+def test_one_host_group_talks_over_lo():
+    """Every GPU in one host (inventories/gpu-host): lo and a loopback fabric IP are the fabric."""
+    env = ce.compute_comm_env({'gpu1': {'fabric_iface': 'lo', 'fabric_ip': '127.0.0.2'}}, ['gpu1'],
+                              transport='socket')
+    assert env['gpu1']['NCCL_SOCKET_IFNAME'] == 'lo' and env['gpu1']['GLOO_SOCKET_IFNAME'] == 'lo'
 
 
 def test_every_bad_host_is_named_at_once():

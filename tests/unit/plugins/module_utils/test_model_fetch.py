@@ -26,13 +26,13 @@ SHA = "a" * 64
     (dict(repo_id="nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", local_dir="/c/m", revision="0123abc",
           allow_patterns=["*.json", "*.safetensors"]),
      {"repo_id": "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "revision": "0123abc",
-      "allow_patterns": ["*.json", "*.safetensors"], "filename": None, "local_dir": "/c/m", "marker": F.MARKER}),
+      "allow_patterns": ["*.json", "*.safetensors"], "filename": None, "local_dir": "/c/m", "marker": F.MARKER, "token_stdin": True}),
     (dict(repo_id="Qwen/Qwen3.5-35B-A3B", local_dir="/c/q", revision="", allow_patterns=[]),
      {"repo_id": "Qwen/Qwen3.5-35B-A3B", "revision": None, "allow_patterns": None, "filename": None,
-      "local_dir": "/c/q", "marker": F.MARKER}),
+      "local_dir": "/c/q", "marker": F.MARKER, "token_stdin": True}),
     (dict(repo_id="nvidia/x", local_dir="/c/f", filename="super_v3_reasoning_parser.py"),
      {"repo_id": "nvidia/x", "revision": None, "allow_patterns": None, "filename": "super_v3_reasoning_parser.py",
-      "local_dir": "/c/f", "marker": F.MARKER}),
+      "local_dir": "/c/f", "marker": F.MARKER, "token_stdin": True}),
 ])
 def test_hf_argv(kwargs, spec):
     argv = F.hf_fetch_argv("/venv/bin/python", **kwargs)
@@ -64,9 +64,10 @@ def _run_script(tmp_path, argv, token="hf_secret"):
         "    return kw['local_dir']\n"
         "def snapshot_download(**kw): return _rec('snapshot', **kw)\n"
         "def hf_hub_download(**kw): return _rec('file', **kw)\n")
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(fake), "FAKE_LOG": str(tmp_path / "calls.log"),
-           "HF_TOKEN": token}
-    return subprocess.run([sys.executable] + argv[1:], env=env, capture_output=True, text=True, check=False)
+    # the token arrives on stdin (as the models role's no_log `stdin:` sends it), not in the environment
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(fake), "FAKE_LOG": str(tmp_path / "calls.log")}
+    return subprocess.run([sys.executable] + argv[1:], env=env, input=token + "\n", capture_output=True, text=True,
+                          check=False)
 
 
 def test_hf_script_calls_snapshot_download_once_then_skips(tmp_path):

@@ -79,6 +79,8 @@ def test_shipped_catalogue_is_the_issue_list():
         "qwen3.5-122b-fp8-vllm-tp2",
         "qwen3.5-35b-a3b-vllm",
         "sim-tiny-llama",
+        "sim-tiny-llama-ray-pp2",
+        "sim-tiny-llama-ray-tp2",
         "sim-tiny-llama-sglang",
     ]
 
@@ -312,6 +314,20 @@ RENDER_CASES = [
      ["vllm", "serve", "/opt/llmfleet/models/tiny-llama", "--served-model-name", "tiny-llama",
       "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1", "--distributed-executor-backend", "mp",
       "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.89.1.11", "--master-port", "29511", "--headless",
+      "--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "4"]),
+    # the sim over Ray (SIM-ONLY engine patches): the head alone starts vLLM, Ray places the ranks;
+    # no --nnodes/--master-addr; the Ray resource for the ranks travels in the env, not the argv
+    ("sim-tiny-llama-ray-tp2", dict(engine_version="0.32.0", nnodes=2, node_rank=0, master_addr="10.231.1.11",
+                                    host="10.231.1.11"),
+     ["vllm", "serve", "/opt/llmfleet/models/tiny-llama", "--served-model-name", "tiny-llama",
+      "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1", "--distributed-executor-backend", "ray",
+      "--host", "10.231.1.11", "--port", "8000",
+      "--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "4",
+      "--reasoning-parser", "deepseek_r1"]),
+    ("sim-tiny-llama-ray-pp2", dict(engine_version="0.32.0", nnodes=2),
+     ["vllm", "serve", "/opt/llmfleet/models/tiny-llama", "--served-model-name", "tiny-llama",
+      "--tensor-parallel-size", "1", "--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray",
+      "--host", "127.0.0.1", "--port", "8000",
       "--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--max-num-seqs", "4"]),
     # SGLang with Ray: head only, --tp-size/--pp-size spelled out
     ("qwen3.5-122b-fp8-sglang-pp4", dict(engine_version="0.5.23", nnodes=4),

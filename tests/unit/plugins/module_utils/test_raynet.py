@@ -66,6 +66,21 @@ def test_clamp_nofile(requested, limits, want):
     assert raynet.clamp_nofile(requested, text) == want
 
 
+HEADER = 'Limit Soft Limit Hard Limit Units\n'
+
+
+# requested, PID 1's 'Max locked memory' row, expected LimitMEMLOCK
+@pytest.mark.parametrize('requested, row, want', [
+    ('infinity', 'Max locked memory unlimited unlimited bytes', 'infinity'),     # a GPU host
+    ('infinity', 'Max locked memory 8388608 8388608 bytes', '8388608'),          # the sim's podman default
+    ('1048576', 'Max locked memory 8388608 8388608 bytes', '1048576'),
+    ('unlimited', None, 'infinity'),                                             # unreadable: as asked
+    (4096, None, '4096'),
+])
+def test_clamp_memlock(requested, row, want):
+    assert raynet.clamp_memlock(requested, HEADER + row + '\n' if row else '') == want
+
+
 def test_filters_exposed():
     f = FilterModule().filters()
     assert f['nofile_clamp'](65536, fixture('controller_pid1.txt')) == 32768

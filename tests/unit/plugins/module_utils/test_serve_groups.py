@@ -16,8 +16,8 @@ TWO = {"sparks": {"group": "serve_nodes"},
        "thors": {"hosts": ["thor2", "thor1"], "profile": "sg", "port": 8001, "release": "r-sglang"}}
 
 
-def plan(spec, defaults=DEFAULTS):
-    return sg.plan(spec, HOSTS, GROUPS, ["spark1", "spark2"], PROFILES, defaults)
+def plan(spec, defaults=None):
+    return sg.plan(spec, HOSTS, GROUPS, ["spark1", "spark2"], PROFILES, DEFAULTS if defaults is None else defaults)
 
 
 def test_no_groups_is_one_default_group_as_before():

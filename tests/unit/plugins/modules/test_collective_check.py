@@ -11,7 +11,6 @@ from ansible_collections.llmfleet.cluster.plugins.modules import collective_chec
 from uthelper import run_module
 
 
-
 def fake_venv(tmp_path, backend, nccl_lines="", error=""):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)

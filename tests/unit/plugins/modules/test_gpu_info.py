@@ -18,7 +18,6 @@ def fixture(name):
     return (FIXTURES / name).read_text()
 
 
-
 def run(monkeypatch, args, smi_path, query, header=(0, '', '')):
     """``query``/``header``: (rc, out, err) of the CSV query and of plain nvidia-smi."""
     out = run_module(monkeypatch, gpu_info, args, commands=lambda argv: query if len(argv) > 1 else header,

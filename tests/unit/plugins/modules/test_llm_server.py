@@ -6,7 +6,6 @@ from ansible_collections.llmfleet.cluster.plugins.modules import llm_server
 from uthelper import run_module
 
 
-
 def run(monkeypatch, args, path):
     monkeypatch.setenv('PATH', str(path))
     out = run_module(monkeypatch, llm_server, args)

@@ -12,7 +12,6 @@ from ansible_collections.llmfleet.cluster.plugins.modules import nccl_check
 from uthelper import run_module
 
 
-
 @pytest.fixture
 def libs(tmp_path):
     """Real files standing in for the libraries: the build (behind its soname link), an

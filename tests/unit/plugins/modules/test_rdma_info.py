@@ -15,7 +15,6 @@ def fixture(name):
     return (FIXTURES / name).read_text()
 
 
-
 def make_tree(root, files):
     """Create ``{relative path: text | None}`` under ``root`` (None makes a directory)."""
     for rel, text in files.items():

@@ -40,12 +40,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802
         if self._authorized():
-            models = [{"id": "tiny-llama", "object": "model"}, {"id": "cut", "object": "model"}]
+            models = [{"id": m, "object": "model"} for m in ("tiny-llama", "cut", "think", "think-sglang", "mute")]
             self._send(200, {"object": "list", "data": models})
 
     def _stream(self, req):
         # what vLLM sends: a role chunk, content chunks, a finish chunk, then [DONE] (unless the model is "cut")
         chunks = [{"role": "assistant", "content": ""}] + [{"content": "hi "}] * min(3, req["max_tokens"]) + [{}]
+        if req["model"] in REASONING:
+            # vLLM 0.32 with --reasoning-parser deepseek_r1 and no </think> yet: every delta is reasoning
+            chunks = [{"role": "assistant", "content": ""}] + [{REASONING[req["model"]]: "hm "}] * 3 + [{}]
+        elif req["model"] == "mute":
+            chunks = [{"role": "assistant", "content": ""}, {}]
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
@@ -61,8 +66,15 @@ class Handler(BaseHTTPRequestHandler):
         if req.get("stream") and self._authorized():
             self._stream(req)
         elif self._authorized():
-            self._send(200, {"model": req["model"], "choices": [{"message": {"role": "assistant", "content": "hi " * 3}}],
+            message = {"role": "assistant", "content": "hi " * 3}
+            if req["model"] in REASONING:
+                message = {"role": "assistant", "content": None, REASONING[req["model"]]: "hm " * 3}
+            self._send(200, {"model": req["model"], "choices": [{"message": message}],
                              "usage": {"completion_tokens": min(self.tokens, req["max_tokens"])}})
+
+
+# served name -> the field a reasoning parser fills (vLLM >= 0.13: reasoning; SGLang: reasoning_content)
+REASONING = {"think": "reasoning", "think-sglang": "reasoning_content"}
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +112,9 @@ def test_smoke(monkeypatch, server, args, ok, words):
     assert res["ok"] is ok, res
     assert words in res["error"]
     if ok:
-        assert res["models"] == ["tiny-llama", "cut"] and len(res["latencies_s"]) == 3
+        assert res["models"][:2] == ["tiny-llama", "cut"] and len(res["latencies_s"]) == 3
         assert res["completion_tokens"] == [8, 8, 8] and res["p50_s"] > 0 and res["max_s"] >= res["p50_s"]
-        assert res["text"].startswith("hi")
+        assert res["text"].startswith("hi") and res["reasoning"] == ""
 
 
 def test_unreachable_endpoint(monkeypatch):
@@ -123,6 +135,24 @@ def test_stream(monkeypatch, server, model, ok, chunks, words):
     assert res["stream"]["done"] is ok
     assert res["stream"]["first_chunk_s"] is not None
     assert words in res["error"]
+
+
+# a reasoning parser moves the output out of content: it still counts, and comes back apart
+@pytest.mark.parametrize("model", sorted(REASONING))
+def test_reasoning_counts_as_output(monkeypatch, server, model):
+    res = run(monkeypatch, {"url": server, "model": model, "api_key": "sekret", "requests": 2, "max_tokens": 8,
+                            "stream": True})
+    assert res["ok"], res
+    assert res["text"] == "" and res["reasoning"] == "hm hm hm "
+    assert res["stream"]["content_chunks"] == 0 and res["stream"]["reasoning_chunks"] == 3
+    assert res["stream"]["reasoning"] == "hm hm hm " and res["stream"]["text"] == ""
+    assert res["stream"]["first_chunk_s"] is not None
+
+
+def test_stream_without_any_output_fails(monkeypatch, server):
+    res = run(monkeypatch, {"url": server, "model": "mute", "api_key": "sekret", "requests": 1, "stream": True})
+    assert not res["ok"] and "no content or reasoning chunk" in res["error"]
+    assert res["stream"]["first_chunk_s"] is None
 
 
 def test_no_stream_by_default(monkeypatch, server):

@@ -21,7 +21,6 @@ REL = 'vllm/model_executor/layers/quantization/utils/w8a8_utils.py'
 HOST = 'gb10-a'
 
 
-
 def original(version='0.18.1'):
     return (SOURCES / version / 'w8a8_utils.py.txt').read_bytes()
 

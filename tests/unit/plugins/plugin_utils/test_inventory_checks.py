@@ -126,9 +126,19 @@ CASES = [
      ["FAIL thor1: llmfleet_fabric_ip '10.0.0.13/24' has a prefix length; drop the '/24': the address alone, "
       "e.g. '10.0.0.13'"], []),
     ("fabric_ip_loopback", fleet(hosts={"thor1": {"llmfleet_fabric_ip": "127.0.1.1"}}), PROFILES, False,
-     ["FAIL thor1: llmfleet_fabric_ip '127.0.1.1' is a loopback address; other nodes cannot reach it"], []),
-    ("fabric_ip_link_local", fleet(hosts={"thor1": {"llmfleet_fabric_ip": "169.254.3.1"}}), PROFILES, False,
-     ["FAIL thor1: llmfleet_fabric_ip '169.254.3.1' is a link-local (169.254/16) address"], []),
+     ["FAIL thor1: llmfleet_fabric_ip '127.0.1.1' is a loopback address in cluster 'default' of 4 hosts "
+      "(spark1, spark2, thor1, thor2): the other nodes cannot reach it"], []),
+    # link-local is a valid direct-cable fabric (NVIDIA's two-Spark setup); mixed with 10.0.0/24 it is
+    # a second subnet, which a cabled fabric without routes cannot be
+    ("fabric_ip_link_local", fleet(hosts={h: {"llmfleet_fabric_ip": f"169.254.3.{i}"} for i, h in
+                                          enumerate(("spark1", "spark2", "thor1", "thor2"), 1)}), PROFILES, True,
+     ["ok   fabric IPs valid and unique (4 hosts)", "ok   one fabric subnet per cluster"], ["FAIL"]),
+    ("fabric_ip_link_local_mixed", fleet(hosts={"thor1": {"llmfleet_fabric_ip": "169.254.3.1"}}), PROFILES, False,
+     ["FAIL cluster 'default': llmfleet_fabric_ip spans 2 subnets (10.0.0.0/24: spark1, spark2, thor2; "
+      "169.254.0.0/16: thor1)"], []),
+    ("fabric_ip_loopback_one_host", fleet(groups={"ray_head": ["spark1"], "ray_workers": []},
+                                          hosts={"spark1": {"llmfleet_fabric_ip": "127.0.0.2"}}), PROFILES, True,
+     ["ok   loopback fabric only on one host"], ["FAIL"]),
     ("fabric_ip_multicast", fleet(hosts={"thor1": {"llmfleet_fabric_ip": "239.1.1.1"}}), PROFILES, False,
      ["FAIL thor1: llmfleet_fabric_ip '239.1.1.1' is a multicast address"], []),
     ("fabric_ip_unspecified", fleet(hosts={"thor1": {"llmfleet_fabric_ip": "0.0.0.0"}}), PROFILES, False,
@@ -325,7 +335,7 @@ def test_lines_order_failures_first_then_warnings_then_ok():
     lines = check_inventory(hostvars, groups, profiles=None).lines()
     kinds = [line[:4] for line in lines]
     assert kinds == sorted(kinds, key=["FAIL", "WARN", "ok  "].index)
-    assert kinds.count("FAIL") == 1 and kinds.count("WARN") == 1 and kinds.count("ok  ") == 5
+    assert kinds.count("FAIL") == 1 and kinds.count("WARN") == 1 and kinds.count("ok  ") == len(lines) - 2
 
 
 def test_report_json_names_hosts_variable_value_fix():
@@ -341,7 +351,7 @@ def test_report_json_names_hosts_variable_value_fix():
         "message": "spark2: llmfleet_fabric_ip '10.0.0.11' duplicates spark1's; give each host its own data-plane "
                    "IPv4 (the QSFP address)",
     }]
-    assert [c["name"] for c in data["checks"]] == [
+    assert [c["name"] for c in data["checks"]][:6] == [
         "ray_head", "fabric_ip", "gpu_arch", "engine_profile", "parallelism", "versions"]
     assert all(c["ok"] for c in data["checks"] if c["name"] != "fabric_ip")
 

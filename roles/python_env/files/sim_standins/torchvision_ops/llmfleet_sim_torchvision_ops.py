@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """SIM-ONLY hook (llmfleet sim lab; see the README beside it): define torchvision's nms/qnms op
 schemas before a CUDA torchvision is imported beside torch+cpu.
 

@@ -1,3 +1,6 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """SIM-ONLY stand-in for sgl-kernel on CPU nodes (llmfleet sim lab; see the README beside it).
 
 SGLang's CPU path imports several names from sgl_kernel at module load (the allocator's and the

@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Concurrency sweep of a served model with the engine's own benchmark, to CSV and PNG.
 
   bench_serve_sweep.py sweep --base-url http://HOST:8000 --model PATH_OR_ID --served-model-name NAME \
@@ -160,6 +161,8 @@ def main():
     s.add_argument('--out-dir', required=True)
     s.add_argument('--csv-name', default='sweep.csv')
     s.add_argument('--label', default='sweep')
+    s.add_argument('--api-key-stdin', action='store_true',
+                   help='read the API key from stdin and hand it to the benchmark as OPENAI_API_KEY (never in argv)')
     s.add_argument('--title', default='')
     s.add_argument('--plot', action='store_true', help='also write the PNG next to the CSV')
     p = sub.add_parser('plot')
@@ -169,6 +172,8 @@ def main():
     p.add_argument('--title', default='')
     a = ap.parse_args()
     if a.cmd == 'sweep':
+        if a.api_key_stdin:
+            os.environ['OPENAI_API_KEY'] = sys.stdin.readline().strip()
         sweep(a)
     else:
         labels = a.labels.split(',') if a.labels else [os.path.basename(os.path.dirname(os.path.abspath(c))) or c

@@ -1,0 +1,21 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The deploy summary's lines (see module_utils/summary.py; documentation in deploy_summary.yml)."""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import summary
+
+
+def deploy_summary(nodes, endpoints, api_key_file=None, ray=None):
+    try:
+        return summary.summary_lines(dict(nodes), endpoints, api_key_file or None,
+                                     dict(ray) if ray else None)
+    except (summary.SummaryError, TypeError) as exc:
+        raise AnsibleFilterError('deploy_summary: %s' % exc)
+
+
+class FilterModule:
+    def filters(self):
+        return {'deploy_summary': deploy_summary}

@@ -1,0 +1,111 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The cluster's API key on the controller: given, from the environment, or generated once into a 0600 file."""
+
+DOCUMENTATION = r"""
+name: api_key
+author:
+  - llmfleet maintainers (@llmfleet)
+version_added: "0.2.0"
+short_description: The OpenAI API key of a cluster, generated on first use
+description:
+  - Returns the API key of one cluster, taken in this order from the controller's environment
+    variable C(LLMFLEET_API_KEY), then the key file I(path), which is created on first use with a
+    cryptographically random key (Python C(secrets), 256 bits, URL-safe text), mode 0600 in a 0700
+    directory.
+  - A key kept in a vault is passed as the variable C(serve_api_key) instead and never reaches this lookup.
+  - Concurrent first uses (forks) agree on one key; the file is created exclusively and a loser reads
+    the winner's key.
+  - Runs on the controller only; the key is never printed. Check mode still creates the file (a
+    controller-side file, so that the key a check run shows in diffs is the one a real run uses).
+options:
+  _terms:
+    description: The cluster name (C(llmfleet_cluster)); names the default path.
+    type: list
+    elements: str
+    required: true
+  path:
+    description:
+      - The key file. Empty means C(~/.config/llmfleet/<cluster>/api_key) (C($XDG_CONFIG_HOME) when set).
+    type: str
+    default: ""
+  use_env:
+    description: Take C(LLMFLEET_API_KEY) from the controller's environment when it is set.
+    type: bool
+    default: true
+  want:
+    description: C(key) returns the key; C(path) returns the key file's path (nothing is read or created).
+    type: str
+    default: key
+    choices: [key, path]
+"""
+
+EXAMPLES = r"""
+- name: Call the API with the cluster's key (the header is no_log)
+  ansible.builtin.uri:
+    url: http://10.231.1.11:8000/v1/models
+    headers:
+      Authorization: "Bearer {{ lookup('llmfleet.cluster.api_key', llmfleet_cluster) }}"
+  no_log: true
+"""
+
+RETURN = r"""
+_raw:
+  description: One element, the key (or with I(want=path) the key file's path).
+  type: list
+  elements: str
+"""
+
+import os
+import secrets
+
+from ansible.errors import AnsibleLookupError
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.lookup import LookupBase
+
+
+def default_path(cluster):
+    base = os.environ.get('XDG_CONFIG_HOME') or os.path.join(os.path.expanduser('~'), '.config')
+    return os.path.join(base, 'llmfleet', cluster, 'api_key')
+
+
+def read_or_create(path):
+    """The key in ``path``; a new random one written there (0600, exclusive create) if absent."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, 'w') as handle:
+            handle.write(secrets.token_urlsafe(32) + '\n')
+    with open(path) as handle:
+        key = handle.read().strip()
+    if os.stat(path).st_mode & 0o077:
+        raise AnsibleLookupError('API key file %s is readable by others: chmod 600 %s' % (path, path))
+    if not key:
+        raise AnsibleLookupError('API key file %s is empty: delete it (a new key is generated) or write the key into it' % path)
+    return key
+
+
+class LookupModule(LookupBase):
+    def run(self, terms, variables=None, **kwargs):
+        unknown = sorted(set(kwargs) - {'path', 'use_env', 'want'})
+        if unknown:
+            raise AnsibleLookupError('api_key: unknown option(s) %s (path, use_env, want)' % ', '.join(unknown))
+        want = kwargs.get('want', 'key')
+        if want not in ('key', 'path'):
+            raise AnsibleLookupError('api_key: want must be key or path, got %r' % (want,))
+        if len(terms) != 1 or not str(terms[0]).strip() or '/' in str(terms[0]):
+            raise AnsibleLookupError('api_key takes one cluster name (llmfleet_cluster), got %r' % (terms,))
+        path = os.path.expanduser(str(kwargs.get('path') or '') or default_path(str(terms[0]).strip()))
+        if want == 'path':
+            return [path]
+        if boolean(kwargs.get('use_env', True), strict=False) and os.environ.get('LLMFLEET_API_KEY'):
+            return [os.environ['LLMFLEET_API_KEY']]
+        try:
+            return [read_or_create(path)]
+        except OSError as exc:
+            raise AnsibleLookupError('cannot read or create the API key file %s: %s' % (path, exc))

