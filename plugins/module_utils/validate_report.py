@@ -10,6 +10,7 @@ Input (``raw``), assembled by the playbook from what each host reported:
 - ``results``: ``{host: {probe, collective, ray, smoke}}``, each ``None`` when that step did not run
   there (unreachable host, not the head, ...):
   ``probe``: ``{ray_service, serve_units (systemctl list-units text), fabric_nic, mtu, fabric_link_up,
+  network_facts (False when Ansible found no interfaces at all: no ``ip`` command),
   fabric_peers ({peer fabric IP: ok|lost} from pings over the fabric, or {error}), rdma
   (rdma_info result), audit_env ({VAR: value} from the env files), fabric_transport}``;
   ``collective``: the ``collective_check`` result; ``ray``: the ``ray_cluster_info`` result (its
@@ -200,7 +201,13 @@ def _host_checks(cl, host, out):
                 out.append(check(WARN, host, 'env audit', 'nothing to audit: %s missing or empty (fabric role not run?)' % files))
     want_mtu = int(_num(cl.params.get('fabric_mtu'), 9000))
     nic = probe.get('fabric_nic') or ''
-    if not nic:
+    if not nic and str(probe.get('network_facts')).lower() == 'false':
+        # Ansible reads interfaces with `ip`: without iproute2 its network facts are empty, which says
+        # nothing about the inventory (the ping check WARNs the same way about a missing ping)
+        out.append(check(WARN, host, 'fabric MTU', 'could not read the interfaces: `ip` not installed (iproute2), so '
+                         "Ansible's network facts are empty; the NIC holding %s and its MTU were not checked; "
+                         'fix: install iproute2 on %s' % (cl.ip(host), host)))
+    elif not nic:
         out.append(check(FAIL, host, 'fabric MTU', 'no interface holds llmfleet_fabric_ip %s; fix the inventory or the '
                          'NIC address (ansible-playbook site.yml --tags fabric --limit %s)' % (cl.ip(host), host)))
     elif int(_num(probe.get('mtu'))) < want_mtu:

@@ -6,22 +6,31 @@
 # On the controller first: the offline wheel bundle (../shared/offline-gpu/build_bundle.sh) and
 #   tests/gpu/prepare_bundle.sh   (packs bundle parts + ansible-core wheels into carry folders)
 # On the host, from the repository root, phase by phase (each is idempotent):
-#   receive    copy the carried carry folders ($CARRY_GLOB, default offline/x*/ and .gpu-bundle/x*/) to $XFER
+#   receive    copy the carried carry folders ($CARRY_GLOB, default offline/x*/, offline/s*/ and
+#              .gpu-bundle/x*/) to $XFER
 #   ansible    ansible-core from the carried wheels (/root/gpu-ansible), the collection linked for it
 #   render     tests/gpu/render.sh ON the host (the roles in check mode: PID 1's limits, GPU count of
-#              this host); TP = GPUs of the host (at most 2); the -e values go to $XFER/extra.json
+#              this host); TP = GPUs of the host (at most 2); the -e values go to $XFER/extra.json,
+#              and $EXTRA_VARS (files relative to the repo, e.g. tests/gpu/extra/sglang.yml) to
+#              $XFER/extra-*.yml: every later playbook of this runner gets the same -e files
 #   setup      host facts; service user; release wrappers; the rendered env files to /etc/llmfleet
 #   nccl_role  playbooks/nccl.yml for real in the background (needs the carried NCCL source)
-#   unpack     the offline wheel bundle (vLLM + Ray) into the bundle site
+#   unpack     the offline wheel bundle (vLLM + Ray) into $VLLM_BUNDLE/site
+#   unpack_sglang  the SGLang bundle (tests/gpu/build_sglang_bundle.sh, carried as sglang/part.*) into
+#              $SGLANG_BUNDLE/site
 #   model      the tiny random Llama (roles/models/files/make_tiny_llama.py), bf16-served
 #   up         the rendered Ray unit and engine unit started by unit_exec.py (as systemd would; it
-#              records them for `unit_exec.py is-active/list-units`); time to healthy
+#              records them for `unit_exec.py is-active/list-units`); time to healthy -> healthy-TAG.json
+#              (TAG = engine-backend-tpN of the render, e.g. vllm-ray-tp1, sglang-native-tp1)
 #   validate   playbooks/validate.yml -i inventories/gpu-host, local connection, validate_systemctl =
 #              unit_exec.py (no systemd here): Ray GPUs, env audit, MTU, serve unit, smoke, stream
+#              -> validate-TAG/validate.{json,md}
 #   bench      playbooks/bench.yml -i inventories/gpu-host: `vllm bench serve` per level, CSV + PNG
+#              -> bench-TAG/sweep.{csv,png}
 #   collection (older path) Ray probe -> engine unit TP=2 -> validate_gpu.py checks -> in-process sweep
 #   single     (older path) the engine unit rendered for TP=1 (one GPU): time to healthy, checks
-#   byhand     Ray + `vllm serve` started by hand with identical flags, same sweep (ratio)
+#   byhand     Ray + `vllm serve` started by hand with the rendered unit's flags, swept by the same
+#              playbooks/bench.yml (-> bench-byhand-TAG/), compared with bench-TAG/ (ratio, PNG)
 #   nccl       wait for the nccl role, then all-reduce busbw through stock and built NCCL
 #   down       stop the engine and Ray units
 #   pack       results to $OUT (results.tgz + summary)
@@ -32,6 +41,11 @@ XFER=${XFER:-/root/gpu-xfer}
 RES=${RES:-/root/gpu-results}
 OUT=${OUT:-/tmp/gpu-out}
 PY=${PY:-$(command -v python3)}
+# where the bundles are unpacked (their site/ directories; the inventory's llmfleet_gpu_bundle_site
+# names the same), and the vLLM release whose `vllm bench serve` bench.yml uses for every engine
+VLLM_BUNDLE=${VLLM_BUNDLE:-/opt/llmfleet/bundle}
+SGLANG_BUNDLE=${SGLANG_BUNDLE:-/opt/llmfleet/bundle/sglang}
+VLLM_RELEASE=${VLLM_RELEASE:-gpu-vllm-0.22.0-bundle}
 mkdir -p "$XFER" "$RES" "$OUT"
 log() { echo "[gpu $(date +%T)] $*" | tee -a "$RES/run.log"; }
 stage_val() { "$PY" -c "import json,sys; d=json.load(open('$XFER/stage/stage.json')); print(eval(sys.argv[1], {}, d))" "$1"; }
@@ -43,9 +57,13 @@ run_as_user() { if [[ -f $XFER/as_root ]]; then echo ""; else stage_val service_
 
 phase_receive() {
   local d
-  for d in ${CARRY_GLOB:-"$REPO"/offline/x*/ "$REPO"/.gpu-bundle/x*/}; do [[ -d $d ]] && cp -a "$d". "$XFER"/; done
+  for d in ${CARRY_GLOB:-"$REPO"/offline/x*/ "$REPO"/offline/s*/ "$REPO"/.gpu-bundle/x*/}; do [[ -d $d ]] && cp -a "$d". "$XFER"/; done
   ls -la "$XFER" | tee -a "$RES/run.log"
 }
+
+# engine-backend-tpN of the current render (names the results of up/validate/bench)
+mode_tag() { stage_val "'%s-%s-tp%s' % (engine, serve_plan['backend'], serve_plan['tensor_parallel_size'])"; }
+extra_files() { local f; for f in "$XFER"/extra.json "$XFER"/extra-*.yml; do [[ -f $f ]] && printf -- '-e @%s ' "$f"; done; }
 
 need_stage() { [[ -f $XFER/stage/stage.json ]] || { log "no rendered stage ($XFER/stage/stage.json): run the render phase first"; return 1; }; }
 
@@ -70,27 +88,34 @@ phase_setup() {
   log "service user $user ($home)"
   id "$user" >/dev/null 2>&1 || useradd --system --home-dir "$home" --shell /usr/sbin/nologin "$user" \
     || { log "useradd failed: services run as root"; touch "$XFER/as_root"; }
-  mkdir -p "$home/.config/vllm" "$home/ray" /etc/llmfleet "$site" /opt/llmfleet/models /opt/llmfleet/src
+  mkdir -p "$home/.config/vllm" "$home/ray" /etc/llmfleet /opt/llmfleet/models /opt/llmfleet/src
   log "the rendered files into place (all but the systemd units, which unit_exec.py reads from the stage)"
-  (cd "$XFER/stage" && find etc/llmfleet var -type f) | while read -r f; do
+  (cd "$XFER/stage" && find etc/llmfleet var opt -type f 2>/dev/null) | while read -r f; do
     install -D -m 0644 "$XFER/stage/$f" "/$f"; done
   chmod 0600 /etc/llmfleet/llmfleet-serve-*.env
   id "$user" >/dev/null 2>&1 && chown -R "$user:$user" "$home" /etc/llmfleet/llmfleet-serve-*.env
-  log "release $venv: wrappers over $PY with the bundle on PYTHONPATH (no pip install on this host)"
-  mkdir -p "$venv/bin"
-  printf '#!/bin/sh\nPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH}; export PYTHONPATH\nexec %s "$@"\n' "$site" "$PY" > "$venv/bin/python"
-  printf '#!/bin/sh\nexec %s/bin/python -c "import sys; sys.argv[0] = \\"vllm\\"; from vllm.entrypoints.cli.main import main; sys.exit(main())" "$@"\n' "$venv" > "$venv/bin/vllm"
-  printf '#!/bin/sh\nexec %s/bin/python -c "import sys; sys.argv[0] = \\"ray\\"; from ray.scripts.scripts import main; sys.exit(main())" "$@"\n' "$venv" > "$venv/bin/ray"
-  chmod 0755 "$venv/bin/"*; ln -sfn "$venv" "$cur"
+  log "release $venv: wrappers over $PY with $site on PYTHONPATH (no pip install on this host)"
+  make_release "$venv" "$site"; ln -sfn "$venv" "$cur"
+  # bench.yml's client for every engine: `vllm bench serve` of the vLLM release
+  [[ $venv == */$VLLM_RELEASE ]] || make_release "$(dirname "$venv")/$VLLM_RELEASE" "$VLLM_BUNDLE/site"
   if [[ ! -f $XFER/as_root ]] && ! runuser -u "$user" -- "$PY" -c 'import torch; assert torch.cuda.device_count() >= 1' >>"$RES/run.log" 2>&1; then
     log "the service user cannot use the GPUs here: services run as root"; touch "$XFER/as_root"
   fi
 }
 
+make_release() {  # $1 = release dir, $2 = PYTHONPATH: bin/{python,vllm,ray}, as console scripts would be
+  local venv=$1 site=$2
+  mkdir -p "$venv/bin"
+  printf '#!/bin/sh\nPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH}; export PYTHONPATH\nexec %s "$@"\n' "$site" "$PY" > "$venv/bin/python"
+  printf '#!/bin/sh\nexec %s/bin/python -c "import sys; sys.argv[0] = \\"vllm\\"; from vllm.entrypoints.cli.main import main; sys.exit(main())" "$@"\n' "$venv" > "$venv/bin/vllm"
+  printf '#!/bin/sh\nexec %s/bin/python -c "import sys; sys.argv[0] = \\"ray\\"; from ray.scripts.scripts import main; sys.exit(main())" "$@"\n' "$venv" > "$venv/bin/ray"
+  chmod 0755 "$venv/bin/"*
+}
+
 ansible_run() {  # ansible-playbook of the carried ansible-core, local connection, as root (no sudo here)
   ( cd "$REPO" && PYTHONPATH=/root/gpu-ansible ANSIBLE_CONFIG="$REPO/ansible.cfg" ANSIBLE_COLLECTIONS_PATH=/root/gpu-ac \
       ANSIBLE_CACHE_PLUGIN=memory ANSIBLE_NOCOLOR=1 "$PY" /root/gpu-ansible/bin/ansible-playbook "$@" \
-      -e ansible_become=false -e ansible_python_interpreter="$PY" -e @"$XFER/extra.json" )
+      -e ansible_become=false -e ansible_python_interpreter="$PY" $(extra_files) )
 }
 
 phase_ansible() {
@@ -105,12 +130,17 @@ phase_render() {
   local gpus tp
   gpus=$(nvidia-smi -L | grep -c '^GPU'); tp=$(( gpus >= 2 ? 2 : 1 ))
   printf '{"llmfleet_tensor_parallel_size": %d, "llmfleet_gpus_per_node": %d}\n' "$tp" "$tp" > "$XFER/extra.json"
-  log "render on this host with the roles (check mode): $gpus GPU(s), $(cat "$XFER/extra.json")"
+  rm -f "$XFER"/extra-*.yml
+  local n=0 f; for f in ${EXTRA_VARS:-}; do n=$((n + 1)); cp "$REPO/$f" "$XFER/extra-$n.yml" || return 1; done
+  log "render on this host with the roles (check mode): $gpus GPU(s), $(cat "$XFER/extra.json") ${EXTRA_VARS:-}"
   cp /proc/1/limits "$RES/pid1-limits.txt"
   PATH=/root/gpu-ansible/bin:$PATH PYTHONPATH=/root/gpu-ansible ANSIBLE_COLLECTIONS_PATH=/root/gpu-ac ANSIBLE_NOCOLOR=1 \
-    LLMFLEET_STAGE_EXTRA="-e @$XFER/extra.json -e ansible_python_interpreter=$PY" \
+    LLMFLEET_STAGE_EXTRA="$(extra_files) -e ansible_python_interpreter=$PY" \
     "$REPO/tests/gpu/render.sh" "$XFER/stage" | tee "$RES/render.txt" || return 1
-  mkdir -p "$RES/rendered"; cp -a "$XFER/stage/etc" "$RES/rendered/"; cp "$XFER/stage/stage.json" "$RES/rendered/"
+  local tag; tag=$(mode_tag)
+  rm -rf "$RES/rendered-$tag"; mkdir -p "$RES/rendered-$tag"
+  cp -a "$XFER/stage/etc" "$RES/rendered-$tag/"; cp "$XFER/stage/stage.json" "$RES/rendered-$tag/"
+  log "rendered $tag: $(stage_val "' '.join(serve_argv)")"
 }
 
 phase_nccl_role() {
@@ -124,16 +154,27 @@ phase_nccl_role() {
   sleep 2
 }
 
+unpack_parts() {  # $1 = folder with part.* + SHA256, $2 = target dir (gets site/)
+  local src=$1 dir=$2 t0; t0=$(now)
+  log "unpacking $src/part.* into $dir"
+  (cd "$src" && cat part.* | sha256sum | awk '{print $1}') > "$RES/$(basename "$dir").sha256.actual"
+  diff <(awk '{print $1}' "$src/SHA256") "$RES/$(basename "$dir").sha256.actual" || { log "bundle checksum mismatch"; return 1; }
+  rm -rf "$dir/site"; mkdir -p "$dir"
+  cat "$src"/part.* | xz -dc -T0 | tar xf - -C "$dir"
+  log "unpacked in $("$PY" -c "print(round($(now) - $t0, 1))") s"
+}
+
 phase_unpack() {
-  local site; site=$(stage_val bundle_site)
-  log "unpacking the bundle into $(dirname "$site")"
-  local t0; t0=$(now)
-  (cd "$XFER" && cat part.* | sha256sum | awk '{print $1}' > "$RES/bundle.sha256.actual")
-  diff <(awk '{print $1}' "$XFER/SHA256") "$RES/bundle.sha256.actual" || { log "bundle checksum mismatch"; return 1; }
-  rm -rf "$site"; mkdir -p "$(dirname "$site")"
-  cat "$XFER"/part.* | xz -dc -T0 | tar xf - -C "$(dirname "$site")"
-  "$(stage_val venv)/bin/python" -c 'import vllm, ray; print("vllm", vllm.__version__, "ray", ray.__version__)' 2>&1 | tail -1 | tee "$RES/versions.txt"
-  log "bundle unpacked in $("$PY" -c "print(round($(now) - $t0, 1))") s"
+  unpack_parts "$XFER" "$VLLM_BUNDLE" || return 1
+  PYTHONPATH=$VLLM_BUNDLE/site "$PY" -c 'import vllm, ray; print("vllm", vllm.__version__, "ray", ray.__version__)' 2>&1 | tail -1 | tee "$RES/versions.txt"
+}
+
+phase_unpack_sglang() {
+  unpack_parts "$XFER/sglang" "$SGLANG_BUNDLE" || return 1
+  PYTHONPATH=$SGLANG_BUNDLE/site:$VLLM_BUNDLE/site "$PY" -c '
+import importlib.metadata as m, sglang.srt.entrypoints.http_server, sgl_kernel, flashinfer, xgrammar, transformers, ray
+print(" ".join("%s %s" % (p, m.version(p)) for p in ("sglang", "sglang-kernel", "flashinfer-python", "xgrammar", "transformers", "ray")))' \
+    2>&1 | tail -3 | tee -a "$RES/versions.txt"
 }
 
 phase_model() {
@@ -216,27 +257,38 @@ phase_single() {
   install -m 0600 "$XFER"/stage/etc/llmfleet/llmfleet-serve-*.env /etc/llmfleet/
 }
 
-phase_byhand() {
-  local venv argv t0 rc
-  venv=$(stage_val venv)
-  stop_pid "$XFER/serve.pid" 20; stop_pid "$XFER/ray.pid" 30
-  log "by hand: ray start --head + vllm serve with the identical flags, as root, a plain shell env"
-  t0=$(now)
+phase_byhand() {  # the rendered vLLM unit's flags, started by hand (root, a plain shell env), same bench.yml
+  local venv argv t0 rc tag gpus
+  venv=$(stage_val venv); tag=$(mode_tag); gpus=$(stage_val "serve_plan['tensor_parallel_size']")
+  phase_down
+  log "by hand: ray start --head + vllm serve with the rendered flags, as root, a plain shell env"
   argv=$("$PY" -c "import json, shlex; print(' '.join(shlex.quote(a) for a in json.load(open('$XFER/stage/stage.json'))['serve_argv'][1:]))")
   (
-    export PYTHONPATH=$(stage_val bundle_site) VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 RAY_ADDRESS=127.0.0.1:6379
-    "$venv/bin/ray" start --head --port 6379 --num-gpus 2 --disable-usage-stats --include-dashboard=false > "$RES/byhand-ray.log" 2>&1
+    export PYTHONPATH=$(stage_val bundle_site) VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 RAY_ADDRESS=$(stage_val ray_address)
+    "$venv/bin/ray" start --head --node-ip-address "$(stage_val "ray_address.split(':')[0]")" --port "$(stage_val "ray_address.split(':')[1]")" \
+      --num-gpus "$gpus" --disable-usage-stats --include-dashboard=false > "$RES/byhand-ray.log" 2>&1
     echo "+ vllm $argv" >> "$RES/byhand-serve.log"
+    t0=$(now); echo "$t0" > "$XFER/byhand.t0"
     eval "setsid nohup $venv/bin/vllm $argv" >> "$RES/byhand-serve.log" 2>&1 &
     echo $! > "$XFER/serve.pid"
   )
   "$PY" "$REPO/tests/gpu/validate_gpu.py" wait --url "$(stage_val serve_url)" --model "$(stage_val served_model_name)" \
-    --since "$t0" --timeout 400 --pidfile "$XFER/serve.pid" | tee "$RES/healthy-byhand.json"
+    --since "$(cat "$XFER/byhand.t0")" --timeout 400 --pidfile "$XFER/serve.pid" | tee "$RES/healthy-byhand-$tag.json"
   rc=${PIPESTATUS[0]}
   [[ $rc == 0 ]] || { tail -60 "$RES/byhand-serve.log"; return 1; }
-  sweep byhand-tp2
-  "$PY" "$REPO/playbooks/files/bench_serve_sweep.py" plot "$RES/sweep-collection-tp2/sweep.csv" "$RES/sweep-byhand-tp2/sweep.csv" \
-    --labels collection,by-hand --out "$RES/compare-collection-vs-byhand.png" --title "tiny Llama TP=2 on 2x H200: collection vs by hand"
+  bench_run "byhand-$tag"
+  ansible_run playbooks/bench.yml -e '{"bench_compare": ["'"$RES/bench-$tag/sweep.csv"'", "'"$RES/bench-byhand-$tag/sweep.csv"'"]}' \
+    -e bench_compare_labels=collection,by-hand -e bench_compare_out="$RES/compare-collection-vs-byhand-$tag.png" \
+    -e bench_plot_python="$PY" > "$RES/compare-$tag.log" 2>&1 || tail -20 "$RES/compare-$tag.log"
+  "$PY" - "$RES/bench-$tag/sweep.csv" "$RES/bench-byhand-$tag/sweep.csv" <<'PY' | tee "$RES/ratio-$tag.txt"
+import csv, math, sys
+a, b = ({int(r['concurrency']): float(r['output_throughput']) for r in csv.DictReader(open(p))} for p in sys.argv[1:3])
+levels = sorted(set(a) & set(b))
+ratios = [a[c] / b[c] for c in levels]
+for c, r in zip(levels, ratios):
+    print('concurrency %3d: collection %9.1f  by hand %9.1f  ratio %.3f' % (c, a[c], b[c], r))
+print('geometric mean ratio %.3f (min %.3f)' % (math.exp(sum(map(math.log, ratios)) / len(ratios)), min(ratios)))
+PY
   stop_pid "$XFER/serve.pid" 20; "$venv/bin/ray" stop --force >/dev/null 2>&1 || true
 }
 
@@ -257,50 +309,51 @@ phase_nccl() {
 }
 
 phase_up() {
-  local gpus tag
-  gpus=$("$PY" -c "import json; print(json.load(open('$XFER/extra.json'))['llmfleet_gpus_per_node'])")
-  tag=tp$gpus
+  local tag; tag=$(mode_tag)
   ray_up "$XFER/stage$(stage_val ray_unit)"
-  log "engine unit (TP=$gpus over Ray, as rendered on this host)"
-  serve_up "$XFER/stage$(stage_val serve_unit)" "$tag" || return 1
+  log "engine unit $tag, as rendered on this host"
+  # a second start of the same mode (compile caches warm) keeps the first one's numbers
+  serve_up "$XFER/stage$(stage_val serve_unit)" "$tag$([[ -f $RES/healthy-$tag.json ]] && echo -again)" || return 1
   timeout 90 "$(stage_val venv)/bin/python" -c "
 import ray, json; ray.init(address='$(stage_val ray_address)', logging_level='ERROR', log_to_driver=False)
 print(json.dumps({'nodes': [n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']], 'cluster_gpus': ray.cluster_resources().get('GPU'),
-                  'available_gpus': ray.available_resources().get('GPU', 0.0)}))" 2>/dev/null | tail -1 | tee "$RES/ray-in-use.json"
+                  'available_gpus': ray.available_resources().get('GPU', 0.0)}))" 2>/dev/null | tail -1 | tee "$RES/ray-in-use-$tag.json"
 }
 
 phase_validate() {
   log "playbooks/validate.yml (local connection, no systemd: unit_exec.py answers is-active/list-units)"
-  local t0; t0=$(now)
+  local t0 tag dir; t0=$(now); tag=$(mode_tag); dir=$RES/validate-$tag
+  mkdir -p "$dir"
   ansible_run playbooks/validate.yml -i inventories/gpu-host \
     -e '{"validate_systemctl": ["'"$PY"'", "'"$REPO"'/tests/gpu/unit_exec.py"]}' \
-    -e validate_report_dir="$RES" -e validate_report_raw="$RES/validate-raw.json" > "$RES/validate.log" 2>&1
+    -e validate_report_dir="$dir" -e validate_report_raw="$dir/validate-raw.json" > "$dir/validate.log" 2>&1
   local rc=$?
-  "$PY" -c "import json; print('\n'.join(json.load(open('$RES/validate.json'))['lines']))" 2>/dev/null || tail -40 "$RES/validate.log"
-  grep -E 'PLAY RECAP' -A2 "$RES/validate.log"
-  log "validate.yml rc=$rc in $("$PY" -c "print(round($(now) - $t0, 1))") s"
+  "$PY" -c "import json; print('\n'.join(json.load(open('$dir/validate.json'))['lines']))" 2>/dev/null || tail -40 "$dir/validate.log"
+  grep -E 'PLAY RECAP' -A2 "$dir/validate.log"
+  log "validate.yml ($tag) rc=$rc in $("$PY" -c "print(round($(now) - $t0, 1))") s"
   return $rc
 }
 
-phase_bench() {
-  log "playbooks/bench.yml (vllm bench serve per level from the head, CSV + PNG)"
-  local t0; t0=$(now)
-  ansible_run playbooks/bench.yml -i inventories/gpu-host -e bench_plot_python="$PY" -e bench_results_dir="$RES/bench" \
-    -e bench_label="${BENCH_LABEL:-collection-tp1}" -e bench_concurrency="${SWEEP_CONC:-1,2,4,8,16,32}" > "$RES/bench.log" 2>&1
-  local rc=$?
-  grep -E 'concurrency|wrote|sweep.csv|FAILED|fatal' "$RES/bench.log" | tail -20
-  grep -E 'PLAY RECAP' -A2 "$RES/bench.log"
-  log "bench.yml rc=$rc in $("$PY" -c "print(round($(now) - $t0, 1))") s"
+bench_run() {  # $1 = label (results in $RES/bench-LABEL/)
+  local label=$1 t0 rc; t0=$(now)
+  log "playbooks/bench.yml $label (vllm bench serve per level from the head, CSV + PNG)"
+  ansible_run playbooks/bench.yml -i inventories/gpu-host -e bench_plot_python="$PY" -e bench_results_dir="$RES/bench-$label" \
+    -e bench_label="$label" -e bench_concurrency="${SWEEP_CONC:-1,2,4,8,16,32}" > "$RES/bench-$label.log" 2>&1
+  rc=$?
+  grep -E 'concurrency|wrote|sweep.csv|FAILED|fatal' "$RES/bench-$label.log" | tail -20
+  grep -E 'PLAY RECAP' -A2 "$RES/bench-$label.log"
+  log "bench.yml $label rc=$rc in $("$PY" -c "print(round($(now) - $t0, 1))") s"
   return $rc
 }
 
-phase_down() {
+phase_bench() { bench_run "$(mode_tag)"; }
+
+phase_down() {  # then what the Ray unit's ExecStop= (`ray stop`) ends under systemd
   stop_pid "$XFER/serve.pid" 30; stop_pid "$XFER/ray.pid" 30
+  "$(stage_val venv)/bin/ray" stop --force >/dev/null 2>&1 || true
 }
 
 phase_pack() {
-  local d
-  for d in "$RES"/sweep-*/; do [[ -f $d/sweep.csv ]] && cp "$d/sweep.csv" "$OUT/$(basename "$d").csv"; done
   tar czf "$OUT/results.tgz" -C "$(dirname "$RES")" "$(basename "$RES")" 2>/dev/null
   ls -la "$OUT"
 }

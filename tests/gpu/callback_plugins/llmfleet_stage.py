@@ -63,10 +63,13 @@ class CallbackModule(CallbackBase):
             diffs = []  # llm_server stopping a unit: its diff shows no unit to run
         for diff in diffs:
             after = diff.get('after')
-            # copy/llm_server name the destination after_header; template names its source there
-            header = diff.get('after_header') or ''
+            # copy/template: their dest (after_header names the source of a copy with src= or of a
+            # template); llm_server names the destination after_header
+            header = str(res.get('dest') or args.get('dest') or '')
+            if not header.startswith('/'):
+                header = diff.get('after_header') or ''
             if '/.ansible/tmp/' in header or 'ansible-local-' in header or not header.startswith('/'):
-                header = diff.get('before_header') or res.get('dest') or args.get('dest') or ''
+                header = diff.get('before_header') or ''
             if isinstance(after, str) and after and header.startswith('/'):
                 self._write(header, after, task)
         if res.get('unit') and 'env_dir' in args and args.get('state') in ('started', 'restarted'):

@@ -363,3 +363,29 @@ def test_ping_error_warns_and_missing_ping_data_gives_no_line():
     assert find(rep, "thor1", "fabric reachability")["status"] == "WARN"
     rep = vr.evaluate(base())
     assert not [c for c in rep["checks"] if c["check"] == "fabric reachability"]
+
+
+# Ansible lists no interface at all when the host has no `ip` (iproute2): the MTU check cannot run
+# there, which is a missing package (WARN naming it, like the ping check), not a wrong inventory.
+@pytest.mark.parametrize("network_facts,status,words", [
+    (False, "WARN", "`ip` not installed (iproute2)"),
+    ("False", "WARN", "fix: install iproute2 on thor1"),
+    (True, "FAIL", "no interface holds llmfleet_fabric_ip 10.231.1.13"),
+    (None, "FAIL", "no interface holds llmfleet_fabric_ip 10.231.1.13"),  # reports from before the field
+])
+def test_mtu_without_network_facts(network_facts, status, words):
+    raw = base()
+    probe = raw["results"]["thor1"]["probe"]
+    probe.update(fabric_nic="", mtu=None)
+    if network_facts is not None:
+        probe["network_facts"] = network_facts
+    rep = vr.evaluate(raw)
+    c = find(rep, "thor1", "fabric MTU")
+    assert c["status"] == status and words in c["detail"], c
+    assert rep["ok"] is (status != "FAIL")
+
+
+def test_mtu_with_network_facts_still_judges_the_nic():
+    raw = base()
+    raw["results"]["spark2"]["probe"].update(network_facts=True, mtu=1500)
+    assert find(vr.evaluate(raw), "spark2", "fabric MTU")["status"] == "FAIL"
