@@ -425,7 +425,7 @@ def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
 def pinned_version(variant: t.Mapping[str, t.Any], package: str) -> str | None:
     """The version a variant pins for ``package`` (``vllm==0.32.0+cpu`` -> ``0.32.0+cpu``)."""
     for req in variant.get("packages") or []:
-        match = re.match(rf"^{re.escape(package)}==(\S+)$", str(req).split("#")[0].strip())
+        match = re.match(rf"^{re.escape(package)}==(\S+)$", str(req).split("#", maxsplit=1)[0].strip())
         if match:
             return match.group(1)
     return None
