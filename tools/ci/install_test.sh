@@ -98,11 +98,12 @@ else
   run() { echo "+ ansible-playbook $*"; "$BIN/ansible-playbook" "$@" -i inventory > "$T/run.log" 2>&1 || { tail -n 40 "$T/run.log"; fail "ansible-playbook $*"; }; tail -n 6 "$T/run.log" | grep -E '^(spark|thor)' || true; }
   run llmfleet.cluster.site --tags preflight
   run llmfleet.cluster.site --tags common --check
-  run llmfleet.cluster.summary
+  # --check: this step runs before the cluster scenario converges the engines (nothing serves yet);
+  # the summary's lines are computed and printed all the same, its completions are the cluster's checks
+  run llmfleet.cluster.summary --check
   sed -n '/Print the summary/,/PLAY RECAP/p' "$T/run.log"
-  SUMMARY=$T/project/reports/summary-sim.txt
-  [ -s "$SUMMARY" ] || fail "no $SUMMARY (reports go to ./reports of the project)"
-  grep -q '^Endpoint: http' "$SUMMARY" || fail "no Endpoint line in $SUMMARY"
+  grep -q 'Endpoint: http' "$T/run.log" || fail "the summary printed no Endpoint line"
+  [ ! -e "$T/project/reports/summary-sim.txt" ] || fail "check mode wrote the summary file"
 fi
 [ ! -e "$COLL/reports" ] || fail "something wrote reports into the installed collection"
 echo "install-test passed in $(( $(date +%s) - t0 ))s"
