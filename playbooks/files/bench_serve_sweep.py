@@ -7,6 +7,7 @@
       [--concurrency 1,2,4,8,16,32] [--input-len 256] [--output-len 128] [--prompts-per-level 8] \
       [--min-prompts 16] [--vllm /opt/llmfleet/venvs/current/bin/vllm | --inproc] --out-dir DIR
   bench_serve_sweep.py plot CSV [CSV ...] [--labels A,B] --out PNG [--title T]
+  bench_serve_sweep.py ab --base-url URL_A --base-url-b URL_B --labels A,B [--blocks 4] ... --out-dir DIR
 
 `sweep` runs `vllm bench serve` (random dataset, fixed input/output lengths, --ignore-eos,
 request rate unbounded, one --max-concurrency per level) against an OpenAI-compatible
@@ -16,12 +17,19 @@ mean/p50/p99, TPOT p50/p99, E2E p50/p99, completed/failed) plus each level's raw
 one engine import per level. `plot` draws output tok/s and TTFT p50/p99 against concurrency;
 given two or more CSVs it overlays them (comparison: before/after an upgrade, collection vs
 by-hand). Plotting needs matplotlib; the sweep needs only vLLM.
+
+`ab` compares two endpoints serving the same model in one run: per block and level it runs A, B,
+B, A (ABBA, so a drift of the host during the run cancels out), appends every run to DIR/ab.csv as
+it goes, and writes DIR/ab-summary.txt: per level the median of the blocks' A/B output-throughput
+ratios (each block's ratio = mean of its two A runs / mean of its two B runs), and their
+geometric mean over the levels.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -109,6 +117,69 @@ def sweep(a):
                   a.title or a.label)
 
 
+AB_FIELDS = ['block', 'order', 'label', 'concurrency', 'output_throughput', 'p50_ttft_ms', 'p99_ttft_ms',
+             'completed', 'failed', 'duration_s']
+
+
+def ab_summary(rows, labels):
+    """Per level: the median over blocks of mean(A runs) / mean(B runs); and their geometric mean."""
+    from statistics import median
+    a_label, b_label = labels
+    per_level = {}
+    for conc in sorted({int(r['concurrency']) for r in rows}):
+        ratios = []
+        for block in sorted({int(r['block']) for r in rows}):
+            runs = [r for r in rows if int(r['block']) == block and int(r['concurrency']) == conc]
+            a = [float(r['output_throughput']) for r in runs if r['label'] == a_label]
+            b = [float(r['output_throughput']) for r in runs if r['label'] == b_label]
+            if a and b and min(b) > 0:
+                ratios.append((sum(a) / len(a)) / (sum(b) / len(b)))
+        if ratios:
+            per_level[conc] = {'blocks': len(ratios), 'median': median(ratios), 'min': min(ratios), 'max': max(ratios)}
+    if not per_level:
+        return per_level, None
+    geo = math.exp(sum(math.log(v['median']) for v in per_level.values()) / len(per_level))
+    return per_level, geo
+
+
+def ab_report(per_level, geo, labels):
+    lines = ['%s / %s output throughput, median over ABBA blocks' % tuple(labels)]
+    for conc, v in per_level.items():
+        lines.append('concurrency %3d: ratio %.3f (blocks %d, min %.3f, max %.3f)'
+                     % (conc, v['median'], v['blocks'], v['min'], v['max']))
+    if geo is not None:
+        lines.append('geometric mean over levels: %.3f' % geo)
+    return '\n'.join(lines) + '\n'
+
+
+def ab(a):
+    os.makedirs(a.out_dir, exist_ok=True)
+    labels = a.labels.split(',')
+    if len(labels) != 2:
+        raise SystemExit('--labels needs two labels: A,B')
+    urls = dict(zip(labels, (a.base_url, a.base_url_b)))
+    path = os.path.join(a.out_dir, 'ab.csv')
+    rows = []
+    with open(path, 'w', newline='') as f:
+        w = csv.DictWriter(f, fieldnames=AB_FIELDS, lineterminator="\n")
+        w.writeheader()
+        for block in range(1, a.blocks + 1):
+            for conc in [int(c) for c in a.concurrency.split(',')]:
+                prompts = max(a.min_prompts, conc * a.prompts_per_level)
+                for order, label in enumerate((labels[0], labels[1], labels[1], labels[0]), 1):
+                    a.base_url = urls[label]
+                    result = run_level(a, conc, prompts)
+                    row = row_of(result, conc, a)
+                    rows.append(dict({k: row[k] for k in AB_FIELDS if k in row}, block=block, order=order, label=label))
+                    w.writerow(rows[-1])
+                    f.flush()
+                    print('block %d concurrency %3d %-12s %8.1f output tok/s' % (block, conc, label, row['output_throughput'] or 0),
+                          flush=True)
+            with open(os.path.join(a.out_dir, 'ab-summary.txt'), 'w') as s:
+                s.write(ab_report(*ab_summary(rows, labels), labels))
+    print(open(os.path.join(a.out_dir, 'ab-summary.txt')).read(), end='')
+
+
 def read_csv(path):
     with open(path) as f:
         return [{k: (float(v) if v not in ('', 'None') else None) for k, v in r.items()} for r in csv.DictReader(f)]
@@ -145,6 +216,33 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest='cmd', required=True)
     s = sub.add_parser('sweep')
+    q = sub.add_parser('ab', help='two endpoints, one run: ABBA blocks per level')
+    q.add_argument('--base-url-b', required=True, help='endpoint B (--base-url is A)')
+    q.add_argument('--labels', default='A,B')
+    q.add_argument('--blocks', type=int, default=4)
+    for p_ in (s, q):
+        add_bench_args(p_)
+    p = sub.add_parser('plot')
+    p.add_argument('csv', nargs='+')
+    p.add_argument('--labels', default='')
+    p.add_argument('--out', required=True)
+    p.add_argument('--title', default='')
+    a = ap.parse_args()
+    if getattr(a, 'api_key_stdin', False):
+        os.environ['OPENAI_API_KEY'] = sys.stdin.readline().strip()
+    if a.cmd == 'sweep':
+        sweep(a)
+    elif a.cmd == 'ab':
+        ab(a)
+    else:
+        labels = a.labels.split(',') if a.labels else [os.path.basename(os.path.dirname(os.path.abspath(c))) or c
+                                                       for c in a.csv]
+        if len(labels) != len(a.csv):
+            raise SystemExit('--labels needs one label per CSV')
+        plot_csvs(a.csv, labels, a.out, a.title)
+
+
+def add_bench_args(s):
     s.add_argument('--base-url', required=True)
     s.add_argument('--model', required=True, help='model path or id (its tokenizer is used)')
     s.add_argument('--served-model-name', required=True)
@@ -165,22 +263,6 @@ def main():
                    help='read the API key from stdin and hand it to the benchmark as OPENAI_API_KEY (never in argv)')
     s.add_argument('--title', default='')
     s.add_argument('--plot', action='store_true', help='also write the PNG next to the CSV')
-    p = sub.add_parser('plot')
-    p.add_argument('csv', nargs='+')
-    p.add_argument('--labels', default='')
-    p.add_argument('--out', required=True)
-    p.add_argument('--title', default='')
-    a = ap.parse_args()
-    if a.cmd == 'sweep':
-        if a.api_key_stdin:
-            os.environ['OPENAI_API_KEY'] = sys.stdin.readline().strip()
-        sweep(a)
-    else:
-        labels = a.labels.split(',') if a.labels else [os.path.basename(os.path.dirname(os.path.abspath(c))) or c
-                                                       for c in a.csv]
-        if len(labels) != len(a.csv):
-            raise SystemExit('--labels needs one label per CSV')
-        plot_csvs(a.csv, labels, a.out, a.title)
 
 
 if __name__ == '__main__':

@@ -31,6 +31,10 @@
 #   single     (older path) the engine unit rendered for TP=1 (one GPU): time to healthy, checks
 #   byhand     Ray + `vllm serve` started by hand with the rendered unit's flags, swept by the same
 #              playbooks/bench.yml (-> bench-byhand-TAG/), compared with bench-TAG/ (ratio, PNG)
+#   ab         the collection's units (A) and the same flags by hand (B: root, its own `ray start --head`
+#              on other ports, the API on port+1) serving at once on the one GPU, then
+#              `bench_serve_sweep.py ab`: ABBA blocks per level, one run -> $OUT/ab-TAG/ as it goes
+#              (AB_CONC, default 4,32; AB_BLOCKS, default 4)
 #   nccl       wait for the nccl role, then all-reduce busbw through stock and built NCCL
 #   down       stop the engine and Ray units
 #   pack       results to $OUT (results.tgz + summary)
@@ -290,6 +294,49 @@ for c, r in zip(levels, ratios):
 print('geometric mean ratio %.3f (min %.3f)' % (math.exp(sum(map(math.log, ratios)) / len(ratios)), min(ratios)))
 PY
   stop_pid "$XFER/serve.pid" 20; "$venv/bin/ray" stop --force >/dev/null 2>&1 || true
+}
+
+phase_ab() {
+  local venv tag url_a url_b port_b dir pid_a rc rc_a rc_b argv
+  venv=$(stage_val venv); tag=$(mode_tag); url_a=$(stage_val serve_url)
+  port_b=$(( ${url_a##*:} + 1 )); url_b=${url_a%:*}:$port_b; dir=$OUT/ab-$tag
+  mkdir -p "$dir"
+  ray_up "$XFER/stage$(stage_val ray_unit)"
+  serve_up "$XFER/stage$(stage_val serve_unit)" "ab-collection-$tag" > "$dir/collection-up.log" 2>&1 &
+  pid_a=$!
+  log "by hand, at the same time: its own Ray head (port 6479) + vllm serve with the rendered flags on port $port_b"
+  argv=$("$PY" -c "import json, shlex; a = json.load(open('$XFER/stage/stage.json'))['serve_argv'][1:]
+a[a.index('--port') + 1] = '$port_b'; print(' '.join(shlex.quote(x) for x in a))")
+  (
+    export PYTHONPATH=$(stage_val bundle_site) VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 RAY_ADDRESS=127.0.0.2:6479 \
+      VLLM_CACHE_ROOT=/root/.cache/vllm-byhand
+    "$venv/bin/ray" start --head --node-ip-address 127.0.0.2 --port 6479 --ray-client-server-port 11001 \
+      --node-manager-port 6480 --object-manager-port 6481 --metrics-export-port 6482 --dashboard-agent-listen-port 6483 \
+      --dashboard-agent-grpc-port 6484 --runtime-env-agent-port 6485 --min-worker-port 11002 --max-worker-port 11999 \
+      --temp-dir /tmp/ray-byhand --num-gpus "$(stage_val "serve_plan['tensor_parallel_size']")" \
+      --disable-usage-stats --include-dashboard=false > "$dir/byhand-ray.log" 2>&1
+    echo "+ vllm $argv" > "$dir/byhand-serve.log"
+    now > "$XFER/byhand.t0"
+    eval "setsid nohup $venv/bin/vllm $argv" >> "$dir/byhand-serve.log" 2>&1 &
+    echo $! > "$XFER/byhand.pid"
+  )
+  "$PY" "$REPO/tests/gpu/validate_gpu.py" wait --url "$url_b" --model "$(stage_val served_model_name)" \
+    --since "$(cat "$XFER/byhand.t0")" --timeout 400 --pidfile "$XFER/byhand.pid" > "$dir/healthy-byhand.json"
+  rc_b=$?; wait "$pid_a"; rc_a=$?
+  cp "$RES/healthy-ab-collection-$tag.json" "$dir/healthy-collection.json" 2>/dev/null
+  log "healthy: collection rc=$rc_a $(cat "$dir/healthy-collection.json" 2>/dev/null), by hand rc=$rc_b $(cat "$dir/healthy-byhand.json")"
+  [[ $rc_a == 0 && $rc_b == 0 ]] || { tail -40 "$RES/serve-ab-collection-$tag.log" "$dir/byhand-serve.log"; return 1; }
+  cp -a "$XFER/stage/etc" "$dir/rendered-etc"
+  log "ABBA blocks: collection (A, $url_a) vs by hand (B, $url_b)"
+  timeout "${AB_TIMEOUT:-900}" "$venv/bin/python" "$REPO/playbooks/files/bench_serve_sweep.py" ab --inproc \
+    --base-url "$url_a" --base-url-b "$url_b" --labels collection,by-hand --blocks "${AB_BLOCKS:-4}" \
+    --concurrency "${AB_CONC:-4,32}" --model "$(stage_val model)" --served-model-name "$(stage_val served_model_name)" \
+    --input-len 256 --output-len 128 --prompts-per-level 8 --min-prompts 16 --num-warmups 2 --out-dir "$dir" \
+    > "$dir/ab.log" 2>&1; rc=$?
+  grep -vE '^\s*$' "$dir/ab.log" | grep -E 'block|ratio|geometric|Error|error' | tail -40
+  stop_pid "$XFER/byhand.pid" 20; "$venv/bin/ray" stop --force >/dev/null 2>&1 || true
+  phase_down
+  return $rc
 }
 
 phase_nccl() {
