@@ -16,7 +16,9 @@ Rules (from the field notes):
 * ``NCCL_SOCKET_IFNAME``, ``GLOO_SOCKET_IFNAME``, ``TP_SOCKET_IFNAME`` name the host's
   own fabric interface, never an exclusion list such as ``^lo,docker`` (NCCL then
   picks unconnected IPv6 link-local interfaces: "Network is unreachable").
-* ``VLLM_HOST_IP`` is the host's own fabric IP (Ray/vLLM IP consistency).
+* ``VLLM_HOST_IP`` is the host's own fabric IP (Ray/vLLM IP consistency), and so is
+  ``SGLANG_HOST_IP``: without it SGLang takes the default route's address for what it binds
+  itself (the multi-node TP broadcast queue's ZeroMQ socket), i.e. the management network.
 * ``UCX_NET_DEVICES``: the fabric interface; with RoCE the host's Up RDMA netdevs.
 * ``NCCL_IB_HCA`` only with RoCE.
 * Overrides: global first, then per host; the last one wins. A ``None`` value
@@ -32,6 +34,7 @@ TRANSPORTS = ('roce', 'socket')
 TRANSPORT_CHOICES = ('auto',) + TRANSPORTS
 
 SOCKET_IFNAME_VARS = ('NCCL_SOCKET_IFNAME', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME')
+HOST_IP_VARS = ('VLLM_HOST_IP', 'SGLANG_HOST_IP')
 
 ENV_FILE_HEADER = (
     '# Managed by Ansible (llmfleet.cluster): communication environment for NCCL, Gloo,\n'
@@ -214,7 +217,8 @@ def host_env(host_facts, transport):
     """The computed (pre-override) environment of one host from its own facts."""
     iface = str(host_facts['fabric_iface']).strip()
     env = {name: iface for name in SOCKET_IFNAME_VARS}
-    env['VLLM_HOST_IP'] = str(host_facts['fabric_ip']).strip()
+    for name in HOST_IP_VARS:
+        env[name] = str(host_facts['fabric_ip']).strip()
     if transport == 'roce':
         env['NCCL_IB_DISABLE'] = '0'
         env['NCCL_IB_HCA'] = ','.join(_as_list(host_facts.get('nccl_ib_hca')))

@@ -33,7 +33,7 @@ _RANK = {PASS: 0, WARN: 1, FAIL: 2}
 
 # Variables that legitimately differ per host (the node's own NIC/IP); all others in the audited env
 # files must agree across a serving group (NCCL_IB_DISABLE on one node only = "wrong type 3 != 4").
-PER_HOST_VARS = ('VLLM_HOST_IP', 'NCCL_SOCKET_IFNAME', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME',
+PER_HOST_VARS = ('VLLM_HOST_IP', 'SGLANG_HOST_IP', 'NCCL_SOCKET_IFNAME', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME',
                  'UCX_NET_DEVICES', 'NCCL_IB_HCA', 'OMPI_MCA_btl_tcp_if_include', 'RAY_NODE_IP',
                  'HOSTNAME')
 

@@ -83,6 +83,7 @@ def test_all_spark_roce():
             'NCCL_IB_HCA': 'rocep1s0f1,roceP2p1s0f1',
             'NCCL_IB_DISABLE': '0',
             'VLLM_HOST_IP': '192.168.100.10',
+            'SGLANG_HOST_IP': '192.168.100.10',
         },
         'spark2': {
             'NCCL_SOCKET_IFNAME': 'enp1s0f0np0',
@@ -92,6 +93,7 @@ def test_all_spark_roce():
             'NCCL_IB_HCA': 'rocep1s0f0',
             'NCCL_IB_DISABLE': '0',
             'VLLM_HOST_IP': '192.168.100.11',
+            'SGLANG_HOST_IP': '192.168.100.11',
         },
     }
 
@@ -112,6 +114,7 @@ def test_mixed_spark_thor_is_socket_everywhere():
         'UCX_NET_DEVICES': 'mgbe0_0',
         'NCCL_IB_DISABLE': '1',
         'VLLM_HOST_IP': '10.0.0.27',
+        'SGLANG_HOST_IP': '10.0.0.27',
     }
 
 
@@ -273,6 +276,7 @@ def test_render_env_file_sorted_with_header():
         + 'GLOO_SOCKET_IFNAME=enp1s0f1np1\n'
         + 'NCCL_IB_DISABLE=1\n'
         + 'NCCL_SOCKET_IFNAME=enp1s0f1np1\n'
+        + 'SGLANG_HOST_IP=192.168.100.10\n'
         + 'TP_SOCKET_IFNAME=enp1s0f1np1\n'
         + 'UCX_NET_DEVICES=enp1s0f1np1\n'
         + 'VLLM_HOST_IP=192.168.100.10\n'
@@ -394,6 +398,7 @@ def test_filters_work_in_a_playbook(tmp_path):
         'NCCL_DEBUG=INFO\n'
         'NCCL_IB_DISABLE=1\n'
         'NCCL_SOCKET_IFNAME=mgbe0_0\n'
+        'SGLANG_HOST_IP=10.0.0.27\n'
         'TP_SOCKET_IFNAME=mgbe0_0\n'
         'UCX_NET_DEVICES=mgbe0_0\n'
         'VLLM_HOST_IP=10.0.0.27\n'
