@@ -333,21 +333,21 @@ RENDER_CASES = [
     ("qwen3.5-122b-fp8-sglang-pp4", dict(engine_version="0.5.23", nnodes=4),
      ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.5-122B-A10B-FP8",
       "--served-model-name", "qwen3.5-122b", "--tp-size", "1", "--pp-size", "4", "--nnodes", "4", "--use-ray",
-      "--host", "127.0.0.1", "--port", "8000", "--enable-metrics", "--trust-remote-code", "--mem-fraction-static",
+      "--host", "127.0.0.1", "--port", "8000", "--enable-metrics", "--sleep-on-idle", "--trust-remote-code", "--mem-fraction-static",
       "0.85", "--context-length", "32768", "--max-running-requests", "256", "--disable-cuda-graph"]),
     # SGLang native, rank 2 of 4: no HTTP flags, no key wrapper
     ("qwen3.5-122b-fp8-sglang-pp4", dict(engine_version="0.5.23", nnodes=4, node_rank=2, master_addr="10.0.0.25",
                                          overrides={"backend": "native"}, api_key_env="LLMFLEET_API_KEY"),
      ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.5-122B-A10B-FP8",
       "--served-model-name", "qwen3.5-122b", "--tp-size", "1", "--pp-size", "4", "--nnodes", "4",
-      "--node-rank", "2", "--dist-init-addr", "10.0.0.25:20000", "--enable-metrics", "--trust-remote-code",
+      "--node-rank", "2", "--dist-init-addr", "10.0.0.25:20000", "--enable-metrics", "--sleep-on-idle", "--trust-remote-code",
       "--mem-fraction-static", "0.85", "--context-length", "32768", "--max-running-requests", "256",
       "--disable-cuda-graph"]),
     # SGLang with Ray on one node (the notes' one-GPU run): --use-ray without --nnodes
     ("qwen3.5-122b-fp8-sglang-pp4", dict(engine_version="0.5.23", overrides={"pipeline_parallel_size": 1}),
      ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.5-122B-A10B-FP8",
       "--served-model-name", "qwen3.5-122b", "--tp-size", "1", "--pp-size", "1", "--use-ray",
-      "--host", "127.0.0.1", "--port", "8000", "--enable-metrics", "--trust-remote-code", "--mem-fraction-static",
+      "--host", "127.0.0.1", "--port", "8000", "--enable-metrics", "--sleep-on-idle", "--trust-remote-code", "--mem-fraction-static",
       "0.85", "--context-length", "32768", "--max-running-requests", "256", "--disable-cuda-graph"]),
     # SGLang API key: the launcher adds it in-process from LLMFLEET_API_KEY; no key flag in argv
     ("nemotron-super-nvfp4-sglang-pp2", dict(nnodes=2, api_key_env="LLMFLEET_API_KEY", executable="/opt/sglang/bin/python",
@@ -355,7 +355,7 @@ RENDER_CASES = [
      ["/opt/sglang/bin/python", "/opt/llmfleet/lib/llmfleet_sglang_launch.py",
       "--model-path", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "--served-model-name", "nvidia/nemotron-3-super",
       "--tp-size", "1", "--pp-size", "2", "--nnodes", "2", "--use-ray", "--host", "127.0.0.1", "--port", "8000",
-      "--enable-metrics", "--dtype", "auto", "--kv-cache-dtype", "fp8_e4m3", "--trust-remote-code", "--mem-fraction-static", "0.85",
+      "--enable-metrics", "--sleep-on-idle", "--dtype", "auto", "--kv-cache-dtype", "fp8_e4m3", "--trust-remote-code", "--mem-fraction-static", "0.85",
       "--chunked-prefill-size", "8192", "--max-running-requests", "512", "--disable-cuda-graph"]),
     # overrides: a flag changed, a flag removed, a structural key from a plan, a list and a JSON value
     ("qwen3.5-122b-fp8-vllm-tp2", dict(
