@@ -47,41 +47,52 @@ def _plain(value: t.Any) -> t.Any:
     return plain(value, to_native)
 
 
+def load_yaml_dir(directory: str, member: str | None = None) -> dict[str, t.Any] | None:
+    """name -> parsed YAML for each ``directory/NAME.yml`` (member None) or ``directory/NAME/member``.
+
+    None without the directory. A file that does not parse becomes a :class:`ProfileError` naming why.
+    """
+    if not os.path.isdir(directory):
+        return None
+    out: dict[str, t.Any] = {}
+    for entry in sorted(os.listdir(directory)):
+        if member is None:
+            name, ext = os.path.splitext(entry)
+            path = os.path.join(directory, entry)
+            if ext not in (".yml", ".yaml") or name.startswith(".") or name in out:
+                continue
+        else:
+            name, path = entry, os.path.join(directory, entry, member)
+            if not os.path.isfile(path):
+                continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                out[name] = yaml.safe_load(f)
+        except (OSError, ValueError, getattr(yaml, "YAMLError", ValueError)) as exc:
+            out[name] = ProfileError(to_native(exc).splitlines()[0])
+    return out
+
+
+def _mapping(data: t.Any) -> dict[str, t.Any]:
+    return data if isinstance(data, dict) else {}
+
+
 def load_role_specs(roles_dir: str) -> dict[str, dict[str, t.Any]]:
     """role -> the options of its meta/argument_specs.yml entry point ``main``."""
-    specs: dict[str, dict[str, t.Any]] = {}
-    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []:
-        path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f) or {}
-            specs[role] = ((data.get("argument_specs") or {}).get("main") or {}).get("options") or {}
-    return specs
+    return {role: _mapping(_mapping(_mapping(data).get("argument_specs")).get("main")).get("options") or {}
+            for role, data in (load_yaml_dir(roles_dir, "meta/argument_specs.yml") or {}).items()}
 
 
 def load_variants(variants_dir: str) -> dict[str, t.Any] | None:
     """variant name -> its python_env_variant mapping (None without the directory)."""
-    if not os.path.isdir(variants_dir):
-        return None
-    out: dict[str, t.Any] = {}
-    for entry in sorted(os.listdir(variants_dir)):
-        base, ext = os.path.splitext(entry)
-        if ext in (".yml", ".yaml"):
-            with open(os.path.join(variants_dir, entry), encoding="utf-8") as f:
-                out[base] = (yaml.safe_load(f) or {}).get("python_env_variant")
-    return out
+    found = load_yaml_dir(variants_dir)
+    return None if found is None else {name: _mapping(data).get("python_env_variant") for name, data in found.items()}
 
 
 def load_patches(patches_dir: str) -> dict[str, t.Any]:
     """patch id -> its patch.yml data (the engine_patches role's shipped patches)."""
-    out: dict[str, t.Any] = {}
-    if os.path.isdir(patches_dir):
-        for entry in sorted(os.listdir(patches_dir)):
-            path = os.path.join(patches_dir, entry, "patch.yml")
-            if os.path.isfile(path):
-                with open(path, encoding="utf-8") as f:
-                    out[entry] = yaml.safe_load(f) or {}
-    return out
+    return {pid: data if isinstance(data, (dict, ProfileError)) else {}
+            for pid, data in (load_yaml_dir(patches_dir, "patch.yml") or {}).items()}
 
 
 def extract_hostvars(hostvars: t.Any, hosts: t.Iterable[str],
@@ -111,22 +122,11 @@ def extract_hostvars(hostvars: t.Any, hosts: t.Iterable[str],
 
 def load_profiles(profiles_dir: str) -> dict[str, t.Any] | None:
     """name -> profile mapping (or ProfileError) for every profiles_dir/*.yml; None without the dir."""
-    if not os.path.isdir(profiles_dir):
+    found = load_yaml_dir(profiles_dir)
+    if found is None:
         return None
-    profiles: dict[str, t.Any] = {}
-    for entry in sorted(os.listdir(profiles_dir)):
-        base, ext = os.path.splitext(entry)
-        if ext not in (".yml", ".yaml") or base.startswith(".") or base in profiles:
-            continue
-        path = os.path.join(profiles_dir, entry)
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f) if yaml else None
-        except (OSError, ValueError, getattr(yaml, "YAMLError", ValueError)) as exc:
-            profiles[base] = ProfileError(to_native(exc).splitlines()[0])
-            continue
-        profiles[base] = data if isinstance(data, dict) else ProfileError("not a YAML mapping")
-    return profiles
+    return {name: data if isinstance(data, (dict, ProfileError)) else ProfileError("not a YAML mapping")
+            for name, data in found.items()}
 
 
 def write_report(path: str, report: dict[str, t.Any]) -> str:
