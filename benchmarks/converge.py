@@ -16,11 +16,17 @@ Two series, each on a fresh lab of its own, one lab at a time:
          node), Ray and serving: 16 full nodes do not fit a 2-core / 24 GiB machine that other
          labs share. The results say which tags ran.
 
+  noop   (an already converged lab: --inventory, default inventories/sim): the no-op `site.yml`
+         alternately with Ansible's linear strategy and with Mitogen's mitogen_linear (PyPI
+         `mitogen`, opt-in: docs/operations.md), --rounds times each, between ping floors.
+         Same run, same lab: the ratio mitogen / linear, and each over the ping floor.
+         Goal (issue 19): no-op <= 15 x the ping floor.
+
 The no-op runs carry the ansible.posix.profile_tasks callback (a timestamp per task: no
 measurable cost), and their slowest tasks are written to the results.
 
-  benchmarks/converge.py [--series full,scale] [--scale-nodes 4,8,16] [--scale-tags TAGS]
-                         [--keep-lab] [--no-record]
+  benchmarks/converge.py [--series full,scale,noop] [--scale-nodes 4,8,16] [--scale-tags TAGS]
+                         [--inventory inventories/sim] [--rounds 2] [--keep-lab] [--no-record]
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib as bl  # noqa: E402
 
 NOOP_GOAL = 10.0
+NOOP_STRATEGY_GOAL = 15.0
 SCALE_GOAL = 2.0
 
 
@@ -44,6 +51,16 @@ def ping_floor(inv: Path, env: dict, logs: Path, tag: str, n: int = 3) -> list[f
             raise SystemExit(f"ping failed, see {logs}")
         times.append(round(secs, 2))
     return times
+
+
+def mitogen_env() -> dict:
+    """Mitogen's strategy for ansible-playbook (the mitogen package in the venv)."""
+    import importlib.util
+    spec = importlib.util.find_spec("ansible_mitogen")
+    if spec is None or not spec.origin:
+        raise SystemExit("mitogen is not installed in this interpreter (requirements-dev.txt has it)")
+    return {"ANSIBLE_STRATEGY_PLUGINS": str(Path(spec.origin).parent / "plugins" / "strategy"),
+            "ANSIBLE_STRATEGY": "mitogen_linear"}
 
 
 def playbook(inv: Path, env: dict, logs: Path, tag: str, tags: str | None,
@@ -92,6 +109,31 @@ def series_full(a, stamp: str, logs: Path) -> dict:
     return res
 
 
+def series_noop(a, stamp: str, logs: Path) -> dict:
+    inv = (bl.ROOT / a.inventory).resolve()
+    env = bl.ansible_env("sim", stamp)
+    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(bl.ROOT / ".cache" / "facts")  # the lab's own
+    strategies = {"linear": {}, "mitogen": mitogen_env()}
+    hosts_file = inv / "hosts.yml" if inv.is_dir() else inv
+    res: dict = {"inventory": a.inventory, "nodes": len(bl.inventory_hosts(hosts_file)), "rounds": a.rounds,
+                 "runs": {k: [] for k in strategies}}
+    res["ping_floor_before"] = ping_floor(inv, env, logs, "noop-before")
+    for r in range(1, a.rounds + 1):
+        for name, extra in strategies.items():
+            res["runs"][name].append(playbook(inv, env, logs, f"noop-{r}-{name}", None, dict(PROFILE_ENV, **extra)))
+    res["ping_floor_after"] = ping_floor(inv, env, logs, "noop-after")
+    floor = res["ping_floor_s"] = bl.median(res["ping_floor_before"] + res["ping_floor_after"])
+    for name, runs in res["runs"].items():
+        res[f"{name}_s"] = bl.median([x["seconds"] for x in runs])
+        res[f"{name}_over_ping"] = round(res[f"{name}_s"] / floor, 1)
+        res[f"{name}_changed"] = max(x["recap"]["changed"] for x in runs)
+    res["mitogen_over_linear"] = round(res["mitogen_s"] / res["linear_s"], 2)
+    res["goal"] = f"no-op <= {NOOP_STRATEGY_GOAL} x ping floor, changed=0"
+    res["goal_met"] = (min(res["linear_over_ping"], res["mitogen_over_ping"]) <= NOOP_STRATEGY_GOAL
+                       and res["linear_changed"] == 0 and res["mitogen_changed"] == 0)
+    return res
+
+
 def series_scale(a, stamp: str, logs: Path) -> dict:
     res: dict = {"lab": a.scale_lab, "tags": a.scale_tags, "sizes": {}}
     for n in a.scale_nodes:
@@ -126,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale-nodes", default="4,8,16")
     ap.add_argument("--scale-tags", default="preflight,common,fabric",
                     help="tags of the scale series ('' = the whole site.yml)")
+    ap.add_argument("--inventory", default="inventories/sim", help="noop series: a converged lab's inventory")
+    ap.add_argument("--rounds", type=int, default=2, help="noop series: no-op runs per strategy")
     ap.add_argument("--keep-lab", action="store_true", help="leave the full series' lab up")
     ap.add_argument("--force", action="store_true", help="skip the free memory/disk check")
     ap.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
@@ -155,6 +199,15 @@ def main(argv: list[str] | None = None) -> int:
                   "load1_start": f["noop"]["load_start"][0], "load1_end": f["noop"]["load_end"][0]},
                  {"series": "full", "nodes": f["nodes"], "tags": "-", "step": "ping floor (median of 6)",
                   "seconds": f["ping_floor_s"]}]
+    if "noop" in series:
+        n = data["noop"] = series_noop(a, stamp, logs)
+        ok &= n["goal_met"]
+        for name in ("linear", "mitogen"):
+            rows.append({"series": "noop", "nodes": n["nodes"],
+                         "tags": "all", "step": f"no-op {name} (median of {a.rounds})", "seconds": n[f"{name}_s"],
+                         "changed": n[f"{name}_changed"], "over_ping": n[f"{name}_over_ping"]})
+        rows.append({"series": "noop", "nodes": "-", "tags": "-", "step": "ping floor (median of 6)",
+                     "seconds": n["ping_floor_s"]})
     if "scale" in series:
         s = data["scale"] = series_scale(a, stamp, logs)
         ok &= s["goal_met"]
@@ -177,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
               f"-> {f['noop_over_ping']}x (goal <= {NOOP_GOAL}x: {'MET' if f['goal_met'] else 'NOT met'})")
         for name, secs, runs in f["noop"].get("top_tasks_s", [])[:10]:
             print(f"      {secs:6.2f}s  {runs}x  {name}")
+    if "noop" in data:
+        n = data["noop"]
+        print(f"  no-op site.yml on {n['nodes']} nodes ({n['inventory']}), median of {n['rounds']}: linear {n['linear_s']} s "
+              f"({n['linear_over_ping']}x ping), mitogen {n['mitogen_s']} s ({n['mitogen_over_ping']}x ping); "
+              f"mitogen/linear {n['mitogen_over_linear']} (goal <= {NOOP_STRATEGY_GOAL}x: {'MET' if n['goal_met'] else 'NOT met'})")
     if "scale" in data:
         s = data["scale"]
         for n, r in s["sizes"].items():
@@ -197,6 +255,17 @@ def main(argv: list[str] | None = None) -> int:
                             f"(changed={f['noop_changed']}); ping floor {f['ping_floor_s']} s → "
                             f"**{f['noop_over_ping']}×**"),
                 "goal": f"no-op ≤ {NOOP_GOAL:g}× ping", "met": "yes" if f["goal_met"] else "**no**"})
+        if "noop" in data:
+            n = data["noop"]
+            bl.append_results_md({
+                "date": data["date"], "benchmark": f"no-op site.yml, linear vs Mitogen (#19), {n['nodes']} nodes",
+                "machine": bl.machine_short(m), "load": load,
+                "command": f"benchmarks/converge.py --series noop --rounds {n['rounds']}",
+                "numbers": (f"linear {n['linear_s']} s ({n['linear_over_ping']}× ping, changed={n['linear_changed']}); "
+                            f"mitogen_linear {n['mitogen_s']} s ({n['mitogen_over_ping']}× ping, "
+                            f"changed={n['mitogen_changed']}); ping floor {n['ping_floor_s']} s; "
+                            f"mitogen ÷ linear **{n['mitogen_over_linear']}×**"),
+                "goal": f"no-op ≤ {NOOP_STRATEGY_GOAL:g}× ping", "met": "yes" if n["goal_met"] else "**no**"})
         if "scale" in data:
             s = data["scale"]
             nums = "; ".join(f"{n}: no-op {r['noop']['seconds']} s (ping {r['ping_floor_s']} s, "
