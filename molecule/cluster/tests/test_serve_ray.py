@@ -13,7 +13,7 @@ import re
 import pytest
 import testinfra
 
-from conftest import FABRIC_IP, VENV, failures, recap, run_module, run_playbook
+from conftest import FABRIC_IP, VENV, api_key, failures, recap, run_module, run_playbook
 
 API = f"http://{FABRIC_IP['spark1']}:8000"
 MODEL = "tiny-llama"
@@ -48,8 +48,7 @@ def alive_vllm_workers():
 
 def client():
     import openai  # requirements-dev.txt
-    # the sim serves without an API key; the client insists on one and the server ignores it
-    return openai.OpenAI(base_url=API + "/v1", api_key="sim-no-key", timeout=120, max_retries=0)
+    return openai.OpenAI(base_url=API + "/v1", api_key=api_key(), timeout=120, max_retries=0)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +103,9 @@ def test_openai_client_completion(ray_tp2):
 
 def test_serve_smoke_counts_reasoning_as_output(ray_tp2):
     rc, out = run_module("localhost", "llmfleet.cluster.serve_smoke",
-                         {"url": API, "model": MODEL, "requests": 1, "max_tokens": 8, "stream": True})
+                         {"url": API, "model": MODEL, "requests": 1, "max_tokens": 8, "stream": True,
+                          # templated by ansible from the key file: the key stays out of argv
+                          "api_key": "{{ lookup('llmfleet.cluster.api_key', 'sim') }}"})
     assert rc == 0, out
     res = json.loads(out.split(" => ", 1)[1])
     assert res["ok"], res
