@@ -2,7 +2,9 @@
 
 Release names: A is the inventory's (llmfleet_release), B a second release staged from the same
 wheelhouse, C one whose staged venv gets a patch that makes `vllm serve` raise (a release that
-installs fine and then cannot serve). The lab ends on B (see the order note below)."""
+installs fine and then cannot serve). The sim serves two groups: the Sparks on vLLM (release A, the
+inventory's llmfleet_release) and the Thors on SGLang with a release of their own, which an upgrade of
+llmfleet_release leaves serving untouched. The lab ends on B (see the order note below)."""
 import json
 import os
 
@@ -13,10 +15,13 @@ from conftest import ROOT, api_headers, failures, recap, run_playbook
 
 UNIT = "llmfleet-serve-tiny-llama"
 PATCHES = os.path.join(ROOT, "molecule", "cluster", "patches")
-RELEASE_A = yaml.safe_load(open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml")))["llmfleet_release"]
+SIM_VARS = yaml.safe_load(open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml")))
+RELEASE_A = SIM_VARS["llmfleet_release"]
 RELEASE_B = RELEASE_A + "-b"
 RELEASE_C = RELEASE_A + "-broken"
-HOSTS = ("spark1", "spark2", "thor1", "thor2")
+HOSTS = ("spark1", "spark2")  # the vLLM group, on llmfleet_release
+THORS = {"thor1": SIM_VARS["llmfleet_serve_groups"]["thors"]["release"],
+         "thor2": SIM_VARS["llmfleet_serve_groups"]["thors"]["release"]}
 
 
 def node(name):
@@ -46,14 +51,12 @@ def completion_tokens():
 def test_patch_applies_reverts_and_reapplies_on_the_installed_vllm():
     extra = {"engine_patches_dir": PATCHES, "engine_patches_enabled": ["sim-version-marker"]}
     path = site_file("spark1", RELEASE_A, "vllm/version.py")
-    original = {h: node(h).check_output(f"sha256sum {path}").split()[0] for h in ("spark1", "thor1")}
+    original = {"spark1": node("spark1").check_output(f"sha256sum {path}").split()[0]}
     try:
         rc, out, _secs = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
         assert rc == 0, failures(out)
         assert recap(out)["spark1"]["changed"] >= 1 and recap(out)["thor1"]["changed"] == 0
         assert "llmfleet-patch: sim-version-marker" in node("spark1").file(path).content_string
-        # archs: [sm_121] — the Thor's copy is untouched
-        assert node("thor1").check_output(f"sha256sum {path}").split()[0] == original["thor1"]
         rc, out, _secs = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
         assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())
         rc, out, _secs = run_playbook("playbooks/engine_patches.yml", extra_vars=dict(extra, engine_patches_state="absent"))
@@ -74,11 +77,13 @@ def test_upgrade_a_to_b_serves_after_and_reports_downtime():
     rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_B}, timeout=1800)
     assert rc == 0, failures(out)
     assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
+    assert {h: current(h) for h in THORS} == THORS  # their group's own release: not moved
     assert completion_tokens() == 8
+    report_hosts_expected = list(HOSTS)
     cluster = yaml.safe_load(open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml"))).get(
         "llmfleet_cluster", "default")
     report = json.load(open(os.path.join(ROOT, "reports", f"upgrade-{cluster}.json")))
-    assert report["from"] == RELEASE_A and report["to"] == RELEASE_B
+    assert report["from"] == RELEASE_A and report["to"] == RELEASE_B and report["hosts"] == report_hosts_expected
     assert 0 < report["downtime_s"] < 600
     print(f"\nupgrade {RELEASE_A} -> {RELEASE_B}: serving downtime {report['downtime_s']} s")
     assert f"serving downtime {report['downtime_s']} s" in " ".join(out.split())  # the callback wraps
@@ -105,6 +110,7 @@ def test_upgrade_to_a_broken_release_rolls_every_node_back():
     assert f"to {RELEASE_C} FAILED" in flat and f"ROLLED BACK every node to {RELEASE_B}" in flat
     assert "broken on purpose" in flat  # the engine's own error reached the operator
     assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
+    assert {h: current(h) for h in THORS} == THORS
     assert completion_tokens() == 8
     # the broken release stays staged beside B for inspection; B's files were never patched
     assert "sim-broken-serve" in node("spark1").file(site_file("spark1", RELEASE_C, "vllm/entrypoints/cli/serve.py")).content_string

@@ -80,7 +80,8 @@ def test_json_report(healthy):
     assert {h: n["fabric_ip"] for h, n in nodes.items()} == FABRIC_IP
     assert all(n["ray_alive"] and n["mtu"] >= 9000 for n in nodes.values())
     assert nodes["spark1"]["serves"] == ["tiny-llama"] and nodes["spark2"]["serves"] == ["tiny-llama"]
-    assert nodes["thor1"]["serves"] == [] and nodes["thor2"]["serve_rank"] is None
+    # the Thors serve the SGLang group (llmfleet_serve_groups.thors)
+    assert nodes["thor1"]["serves"] == ["tiny-llama-sglang"] and nodes["thor2"]["serves"] == ["tiny-llama-sglang"]
     assert cl["backend"] == "gloo" and cl["transport"] == "gloo/TCP" and cl["busbw_gbps"] > 0
     print(f"all-reduce busbw {cl['busbw_gbps']} Gbit/s spark1<->spark2, completion p50 {cl['latency_p50_s']} s")
 
