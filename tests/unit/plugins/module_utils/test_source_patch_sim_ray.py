@@ -16,6 +16,8 @@ SIM = {
                              'e8c3220ce2a277de62f9329eb630940bfc8acdb8fb31d6dfddd1238140c264ee'),
     'sim-cpu-ray-worker-ids': ('vllm/v1/executor/ray_utils.py', 'ray_utils.py.txt',
                                '57208c49f921cc50c98b6d0bba8642c6168112a175097ed7d0ea4fc0c07ac00b'),
+    'sim-cpu-ray-v2-worker-ids': ('vllm/v1/executor/ray_executor_v2.py', 'ray_executor_v2.py.txt',
+                                  '55d6678bfd5d5b93cc180267958c583f0cdd61dc732e92377fc41484a4863759'),
 }
 
 
@@ -75,11 +77,15 @@ def test_platform_key_comes_from_the_environment():
     assert ast.unparse(value) == "os.environ.get('LLMFLEET_SIM_RAY_RESOURCE', '')"
 
 
-def test_worker_ids_return_early_on_cpu():
-    patched = sp.apply(original('sim-cpu-ray-worker-ids'), sp.load_patch(raw('sim-cpu-ray-worker-ids')))
+@pytest.mark.parametrize('pid', ['sim-cpu-ray-worker-ids', 'sim-cpu-ray-v2-worker-ids'])
+def test_worker_ids_return_early_on_cpu(pid):
+    """Both rank actors (RayWorkerWrapper; RayWorkerProc of RayExecutorV2, 0.32's default)."""
+    patched = sp.apply(original(pid), sp.load_patch(raw(pid)))
     func = next(n for n in ast.walk(ast.parse(patched))
                 if isinstance(n, ast.FunctionDef) and n.name == 'get_node_and_physical_gpu_ids')
-    early = func.body[1]
+    # the first statement after `node_id = ...` (RayWorkerProc's method starts with a docstring)
+    at = next(i for i, stmt in enumerate(func.body) if ast.unparse(stmt).startswith('node_id ='))
+    early = func.body[at + 1]
     assert isinstance(early, ast.If) and 'is_cpu()' in ast.unparse(early.test)
     assert ast.unparse(early.body[0]) == 'return (node_id, [])'
     # the raise for platforms without a key still follows for every other platform
