@@ -369,27 +369,61 @@ def rule_port_collisions(ctx: GateContext) -> t.Iterator[Finding]:
 
 
 # --------------------------------------------------------------------------- engine / variant / profile
-def variant_name(ctx: GateContext, host: str) -> t.Any:
-    """The python_env variant the host installs: python_env_variant_name, else engine + the profile's
-    device + arch, as the python_env role chooses it (module_utils/serve_groups.variant_name)."""
+def variant_choice(ctx: GateContext, host: str) -> tuple[t.Any, t.Any]:
+    """(the python_env variant file the host installs, or UNSET; the ReleaseError that stopped the
+    choice, or None): python_env_variant_name, else engine + the profile's device + arch name the
+    family and llmfleet_release its engine version, as the python_env role chooses it
+    (module_utils/engine_release.select_variant)."""
     name = ctx.set_value(host, "python_env_variant_name")
     if name is not UNSET:
-        return name
+        return name, None
     arch = ctx.set_value(host, "llmfleet_gpu_arch")
     engine = ctx.set_value(host, "llmfleet_engine")
     profile = ctx.resolved_profiles.get(host)
     device = profile.get("device", "gpu") if isinstance(profile, t.Mapping) else "gpu"
     if arch is UNSET and device != "cpu":
-        return UNSET
-    from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups  # pure
-    return serve_groups.variant_name(engine if isinstance(engine, str) else "vllm", device, arch)
+        return UNSET, None
+    release = ctx.set_value(host, "llmfleet_release")
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release  # pure
+    try:
+        return engine_release.select_variant(engine if isinstance(engine, str) else "vllm", device, arch,
+                                             release if isinstance(release, str) else None, ctx.variants or {}), None
+    except engine_release.ReleaseError as exc:
+        return UNSET, exc
+
+
+def _names_release(release: str, wanted: str, variant: t.Mapping[str, t.Any]) -> bool:
+    """Whether a release name names the engine version of a variant's own release (vllm-0.32.0)."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release  # pure
+    engine = variant.get("engine") or wanted.split("-", 1)[0]
+    version = engine_release.release_version(wanted, engine)
+    return engine_release.release_version(release, engine) == version if version else wanted in release
+
+
+def _other_versions(ctx: GateContext, name: str, variant: t.Mapping[str, t.Any]) -> str:
+    """', or another version: <release> (<file>), ...' for the other files of the variant's family."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release  # pure
+    engine = variant.get("engine") or ""
+    found = engine_release.versions_of(engine_release.family_of(name), engine, ctx.variants or {})
+    others = [f"{engine}-{v} ({', '.join(n)})" for v, n in sorted(found.items(), key=lambda i: engine_release.version_key(i[0]))
+              if name not in n]
+    return f", or another version: {', '.join(others)}" if others else ""
+
+
+def variant_name(ctx: GateContext, host: str) -> t.Any:
+    """The python_env variant file the host installs (UNSET when it cannot be told: see variant_choice)."""
+    return variant_choice(ctx, host)[0]
 
 
 def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
     if ctx.variants is None:
         return
     for host in ctx.inv.members:
-        name = variant_name(ctx, host)
+        name, error = variant_choice(ctx, host)
+        if error is not None:
+            yield Finding(host, error.problem, error.fix, (host,), "llmfleet_release",
+                          ctx.set_value(host, "llmfleet_release"))
+            continue
         if not isinstance(name, str):
             continue
         variant = ctx.variants.get(name)
@@ -406,11 +440,11 @@ def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
                           "change llmfleet_engine", (host,), "python_env_variant_name", name)
         release = ctx.set_value(host, "llmfleet_release")
         wanted = variant.get("release")
-        if isinstance(release, str) and isinstance(wanted, str) and wanted not in release:
+        if isinstance(release, str) and isinstance(wanted, str) and not _names_release(release, wanted, variant):
             yield Finding(host, f"llmfleet_release '{release}' does not name what variant '{name}' installs "
                           f"({wanted}): the venv would be called one version and hold another",
-                          f"set llmfleet_release: {wanted} (or a name containing it, e.g. site-{wanted})",
-                          (host,), "llmfleet_release", release)
+                          f"set llmfleet_release: {wanted} (or a name containing it, e.g. site-{wanted})"
+                          + _other_versions(ctx, name, variant), (host,), "llmfleet_release", release)
         profile = ctx.resolved_profiles.get(host)
         if isinstance(profile, t.Mapping):
             device = profile.get("device", "gpu")
@@ -480,8 +514,9 @@ RULES: tuple[Rule, ...] = (
          "API, rendezvous, Ray (GCS, managers, metrics, client, dashboard, agents) ports are distinct and outside "
          "Ray's worker port range; serve_ray_port/safeguards_serve_port equal the ports they name", rule_port_collisions),
     Rule("engine_variant", "engine, python_env variant and profile agree",
-         "the variant (python_env_variant_name, else engine + GPU arch) exists, installs llmfleet_engine, is named "
-         "by llmfleet_release, and matches the profile's device (cpu/gpu)", rule_engine_variant),
+         "the variant (python_env_variant_name, else the file of engine + GPU arch whose engine version "
+         "llmfleet_release names) exists, installs llmfleet_engine, is named by llmfleet_release, and matches the "
+         "profile's device (cpu/gpu); a release naming a version no variant provides fails, listing the versions", rule_engine_variant),
     Rule("engine_patches", "engine patches cover the pinned engine",
          "a variant whose pinned engine version needs a shipped source patch on the host's arch (the patch's "
          "needed_for) is inside the versions the patch was written for (version_spec)", rule_engine_patches),
