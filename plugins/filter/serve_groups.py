@@ -113,7 +113,7 @@ def engine_variant(host, groups, hostvars, release=None, variant_dir=None):
         if group and release != inventory_release:
             release_var = 'llmfleet_serve_groups.%s.release' % group['name']
     elif release != inventory_release:
-        release_var = 'the release to install'
+        release_var = 'engine_variant release'
     variant_dir = variant_dir or _var(hostvars, host, 'python_env_variant_dir') or VARIANTS_DIR
     try:
         return _release.select_variant(engine, device, _var(hostvars, host, 'llmfleet_gpu_arch'), release,

@@ -92,6 +92,16 @@ class GateContext:
     variants: t.Mapping[str, t.Any] | None  # variant name -> python_env_variant data (None: not loaded)
     resolved_profiles: t.Mapping[str, t.Any]  # host -> resolved profile dict (only where it resolved)
     patches: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)  # id -> engine_patches patch.yml
+    # python_env_variant_dir set in the inventory -> the variants read there (None: not readable)
+    variant_dirs: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)
+
+    def variants_for(self, host: str) -> t.Mapping[str, t.Any] | None:
+        """The variant files the host's python_env role chooses from: its python_env_variant_dir's, else
+        the shipped ones (None: not loaded)."""
+        directory = self.set_value(host, "python_env_variant_dir")
+        if isinstance(directory, str) and directory:
+            return self.variant_dirs.get(directory)
+        return self.variants
 
     def value(self, host: str, name: str) -> t.Any:
         """The inventory value, else the role default from the specs when it is a literal."""
@@ -387,7 +397,8 @@ def variant_choice(ctx: GateContext, host: str) -> tuple[t.Any, t.Any]:
     from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release  # pure
     try:
         return engine_release.select_variant(engine if isinstance(engine, str) else "vllm", device, arch,
-                                             release if isinstance(release, str) else None, ctx.variants or {}), None
+                                             release if isinstance(release, str) else None,
+                                             ctx.variants_for(host) or {}), None
     except engine_release.ReleaseError as exc:
         return UNSET, exc
 
@@ -400,11 +411,11 @@ def _names_release(release: str, wanted: str, variant: t.Mapping[str, t.Any]) ->
     return engine_release.release_version(release, engine) == version if version else wanted in release
 
 
-def _other_versions(ctx: GateContext, name: str, variant: t.Mapping[str, t.Any]) -> str:
+def _other_versions(variants: t.Mapping[str, t.Any], name: str, variant: t.Mapping[str, t.Any]) -> str:
     """', or another version: <release> (<file>), ...' for the other files of the variant's family."""
     from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release  # pure
     engine = variant.get("engine") or ""
-    found = engine_release.versions_of(engine_release.family_of(name), engine, ctx.variants or {})
+    found = engine_release.versions_of(engine_release.family_of(name), engine, variants)
     others = [f"{engine}-{v} ({', '.join(n)})" for v, n in sorted(found.items(), key=lambda i: engine_release.version_key(i[0]))
               if name not in n]
     return f", or another version: {', '.join(others)}" if others else ""
@@ -416,9 +427,10 @@ def variant_name(ctx: GateContext, host: str) -> t.Any:
 
 
 def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
-    if ctx.variants is None:
-        return
     for host in ctx.inv.members:
+        variants = ctx.variants_for(host)
+        if variants is None:
+            continue
         name, error = variant_choice(ctx, host)
         if error is not None:
             yield Finding(host, error.problem, error.fix, (host,), "llmfleet_release",
@@ -426,11 +438,11 @@ def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
             continue
         if not isinstance(name, str):
             continue
-        variant = ctx.variants.get(name)
+        variant = variants.get(name)
         engine = ctx.set_value(host, "llmfleet_engine")
         if not isinstance(variant, t.Mapping):
-            yield Finding(host, f"python_env variant '{name}' does not exist (roles/python_env/vars/variants)",
-                          f"use one of {', '.join(sorted(ctx.variants))} (python_env_variant_name), or install the "
+            yield Finding(host, f"python_env variant '{name}' does not exist (python_env_variant_dir)",
+                          f"use one of {', '.join(sorted(variants))} (python_env_variant_name), or install the "
                           "engine yourself and skip the python_env role", (host,), "python_env_variant_name", name,
                           severity="warn")
             continue
@@ -444,7 +456,7 @@ def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
             yield Finding(host, f"llmfleet_release '{release}' does not name what variant '{name}' installs "
                           f"({wanted}): the venv would be called one version and hold another",
                           f"set llmfleet_release: {wanted} (or a name containing it, e.g. site-{wanted})"
-                          + _other_versions(ctx, name, variant), (host,), "llmfleet_release", release)
+                          + _other_versions(variants, name, variant), (host,), "llmfleet_release", release)
         profile = ctx.resolved_profiles.get(host)
         if isinstance(profile, t.Mapping):
             device = profile.get("device", "gpu")
@@ -466,12 +478,12 @@ def pinned_version(variant: t.Mapping[str, t.Any], package: str) -> str | None:
 
 
 def rule_engine_patches(ctx: GateContext) -> t.Iterator[Finding]:
-    if not ctx.variants or not ctx.patches:
+    if not ctx.patches:
         return
     from ansible_collections.llmfleet.cluster.plugins.module_utils import source_patch  # pure
     for host in ctx.inv.members:
         name, arch = variant_name(ctx, host), ctx.set_value(host, "llmfleet_gpu_arch")
-        variant = ctx.variants.get(name) if isinstance(name, str) else None
+        variant = (ctx.variants_for(host) or {}).get(name) if isinstance(name, str) else None
         if not isinstance(variant, t.Mapping):
             continue
         for patch in ctx.patches.values():

@@ -198,6 +198,23 @@ def test_the_release_selects_the_cpu_engine_version(release, variant_name, prese
         assert not [line for line in lines if line.startswith(("FAIL", "WARN"))], lines
 
 
+def test_a_site_variant_dir_is_where_the_release_picks_from(tmp_path):
+    """python_env_variant_dir set in the inventory: the gate reads the versions there, as the role does."""
+    from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import load_variant_dirs
+    for name, release in (("sm_121", "vllm-0.40.0"), ("sm_121-vllm-0.41.0", "vllm-0.41.0")):
+        (tmp_path / f"{name}.yml").write_text(
+            f"python_env_variant: {{name: {name}, engine: vllm, arch: sm_121, release: {release}}}\n")
+    hostvars = lab(common={"llmfleet_release": "site-vllm-0.41.0"},
+                   spark1={"python_env_variant_dir": str(tmp_path)}, spark2={"python_env_variant_dir": str(tmp_path)})
+    report = check_inventory(hostvars, GROUPS, profiles=PROFILES, role_specs=SPECS, variants=VARIANTS,
+                             patches=PATCHES, variant_dirs=load_variant_dirs(hostvars))
+    lines = report.lines()
+    assert not [ln for ln in lines if ln.startswith("FAIL") and "spark" in ln.split(":")[0]], lines
+    # the Thors choose from the shipped files, which have no 0.41.0
+    assert any(ln.startswith("FAIL thor1, thor2: llmfleet_release 'site-vllm-0.41.0' names vllm 0.41.0, which no "
+                             "python_env variant for sm_110 provides") for ln in lines), lines
+
+
 def test_inventory_profiles_are_read_like_shipped_ones():
     from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
         DEFAULT_PROFILES_DIR, load_profiles)
