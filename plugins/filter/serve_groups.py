@@ -70,7 +70,8 @@ def serve_group_of(host, groups, hostvars):
 
 def _load_variants(variant_dir):
     """{file stem: python_env_variant mapping} of the variant files in variant_dir, cached per
-    (directory, files' mtime and size): the filter runs for every host, the files rarely change."""
+    (directory, files' names and mtimes): the filter runs for every host, the files rarely change."""
+    variant_dir = os.path.expanduser(variant_dir)
     try:
         entries = sorted(e for e in os.listdir(variant_dir) if e.endswith(('.yml', '.yaml')) and not e.startswith('.'))
         stats = tuple((e, os.stat(os.path.join(variant_dir, e)).st_mtime_ns) for e in entries)
@@ -81,8 +82,13 @@ def _load_variants(variant_dir):
     if key not in _VARIANTS_CACHE:
         out = {}
         for entry in entries:
-            with open(os.path.join(variant_dir, entry), encoding='utf-8') as handle:
-                data = yaml.safe_load(handle) or {}
+            path = os.path.join(variant_dir, entry)
+            try:
+                with open(path, encoding='utf-8') as handle:
+                    data = yaml.safe_load(handle) or {}
+            except (OSError, yaml.YAMLError) as exc:
+                raise AnsibleFilterError('engine_variant: cannot read the variant file %s (%s); fix it'
+                                         % (path, str(exc).splitlines()[0])) from exc
             variant = data.get('python_env_variant') if isinstance(data, dict) else None
             out.setdefault(os.path.splitext(entry)[0], variant if isinstance(variant, dict) else {})
         _VARIANTS_CACHE.clear()
