@@ -100,4 +100,6 @@ def final_line(host: str, what: str, elapsed: float, status: dict) -> str:
         outcome = f"failed (rc {rc})" if rc not in (None, "") else "failed"
     else:
         outcome = "done"
-    return f"{host}: {what} {outcome} after {format_elapsed(elapsed)}"
+    line = f"{host}: {what} {outcome} after {format_elapsed(elapsed)}"
+    # a job that found nothing to do (an engine already up) says so: "loading done" would mislead
+    return line + " (no change)" if outcome == "done" and status.get("changed") is False else line

@@ -96,6 +96,8 @@ def test_progress_line(args, line):
 @pytest.mark.parametrize(("status", "line"), [
     ({"finished": 1, "rc": 0}, "spark1: x done after 47 s"),
     ({"finished": 1, "changed": True}, "spark1: x done after 47 s"),
+    ({"finished": 1, "changed": False}, "spark1: x done after 47 s (no change)"),
+    ({"finished": 1, "changed": False, "failed": True}, "spark1: x failed after 47 s"),
     ({"finished": 1, "rc": 2, "failed": True}, "spark1: x failed (rc 2) after 47 s"),
     ({"finished": 1, "failed": True, "msg": "died while loading"}, "spark1: x failed after 47 s"),
 ])
