@@ -13,7 +13,8 @@ short_description: Wait for an async job and print a progress line every few sec
 version_added: 0.1.0
 author: llmfleet maintainers (!UNKNOWN)
 description:
-  - Polls an async job (a task started with C(async) and C(poll=0)) with C(ansible.builtin.async_status)
+  - >-
+    Polls an async job (a task started with C(async) and C(poll=0)) with C(ansible.builtin.async_status)
     until it ends or O(timeout) seconds pass, and every O(report_every) seconds prints, at normal
     verbosity, a line with the host, what runs, the time elapsed and a detail, for example
     C(spark1: tiny-llama loading 45 s (engine log: Loading weights took 2.1 GiB)).
@@ -23,7 +24,7 @@ description:
   - When the job ends it prints the time it took and returns the job's result as
     C(ansible.builtin.async_status) does, so a failed job fails the task with the job's own message
     and data (for example the engine's journal). It then removes the job's status file (O(cleanup)).
-  - In check mode it does not wait: nothing was started, so it returns skipped.
+  - In check mode it does not wait (nothing was started) and returns skipped.
 options:
   jid:
     description: The async job id (C(ansible_job_id) of the task started with C(poll=0)).
