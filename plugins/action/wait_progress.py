@@ -46,12 +46,15 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
 
-    def _async_dir(self):
-        return self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
+    _async_dir = None
 
     def _status(self, jid, mode, task_vars):
+        # where the job's status file is, as ansible.builtin.async_status finds it (expanded once:
+        # each expansion is a round trip to the host)
+        if self._async_dir is None:
+            self._async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
         return self._execute_module(module_name="ansible.legacy.async_status", task_vars=task_vars,
-                                    module_args={"jid": jid, "mode": mode, "_async_dir": self._async_dir()})
+                                    module_args={"jid": jid, "mode": mode, "_async_dir": self._async_dir})
 
     def _detail(self, argv, task_vars):
         """The last meaningful line of argv's output on the node; '' when it cannot be read (a
