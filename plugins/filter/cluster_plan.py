@@ -28,8 +28,11 @@ def cluster_plan(host, groups, hostvars):
     inputs = {h: _inputs(hostvars, h) for h in set(groups.get('all') or []) | {host}}
     planned = serve_groups(host, groups, hostvars)
     group = _groups.group_of(planned, host)
-    profile = serve_profile(group['profile'], plain((hostvars.get(host) or {}).get('llmfleet_serve_profiles_extra') or {})) \
-        if group else None
+    values = hostvars.get(host) or {}
+    extras = plain(values['llmfleet_serve_profiles_extra']) if 'llmfleet_serve_profiles_extra' in values else {}
+    default = plain(values['llmfleet_serve_profile']) if 'llmfleet_serve_profile' in values else None
+    profile = serve_profile(group['profile'], extras or {}) if group else None
+    default_profile = serve_profile(default, extras or {}) if default else {}
     try:
         variant = engine_variant(host, groups, hostvars)
     except AnsibleFilterError:
@@ -37,7 +40,7 @@ def cluster_plan(host, groups, hostvars):
         # role that installs it, resolves it again and stops with the reason
         variant = ''
     try:
-        return _plan.host_plan(host, plain(groups), inputs, planned, profile, variant)
+        return _plan.host_plan(host, plain(groups), inputs, planned, profile, variant, default_profile)
     except _plan.PlanError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 

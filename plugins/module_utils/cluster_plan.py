@@ -99,13 +99,14 @@ def _serve(host, group, profile, unit_prefix, addresses):
                 api_url=url + '/v1' if url else '', profile_spec=profile or {})
 
 
-def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant=''):
+def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='', default_profile=None):
     """The plan of `host` (a plain dict; the fact llmfleet_plan).
 
     groups: the inventory's groups; hostvars: {host: {variable: value}} holding at least INPUTS for
     every host of the inventory; serve_groups: serve_groups.plan() of the host's cluster (its URLs
     are recomputed here from serve_host / the fabric IP); profile: the resolved profile of the
-    host's group; variant: its python_env variant ('' when none can be named).
+    host's group; variant: its python_env variant ('' when none can be named); default_profile: the
+    resolved llmfleet_serve_profile (the cluster-wide profile, e.g. whose required_env every Ray node gets).
     """
     cluster = _topology.cluster_of(hostvars, host)
     order = list(groups.get('all') or [])
@@ -146,6 +147,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
             'serving_hosts': sorted({h for g in planned for h in g['hosts']}, key=order.index),
         },
         'serve': serve,
+        'profile_spec': default_profile or {},
         'variant': variant or '',
         'release': release,
         'service': {key: _get(hostvars, host, 'common_service_' + key, value) for key, value in DEFAULT_SERVICE.items()},
