@@ -33,12 +33,16 @@ def cluster_plan(host, groups, hostvars):
     default = plain(values['llmfleet_serve_profile']) if 'llmfleet_serve_profile' in values else None
     profile = serve_profile(group['profile'], extras or {}) if group else None
     default_profile = serve_profile(default, extras or {}) if default else {}
-    try:
-        variant = engine_variant(host, groups, hostvars)
-    except AnsibleFilterError:
-        # a host that cannot name its engine stack (no GPU arch) gets none here; python_env, the one
-        # role that installs it, resolves it again and stops with the reason
-        variant = ''
+    # the inventory may pin the variant (python_env_variant_name, as the gate reads it), else it follows
+    # from the group's engine and device and the host's GPU arch
+    variant = plain(values['python_env_variant_name']) if values.get('python_env_variant_name') else None
+    if variant is None:
+        try:
+            variant = engine_variant(host, groups, hostvars)
+        except AnsibleFilterError:
+            # a host that cannot name its engine stack (no GPU arch) gets none here; python_env, the one
+            # role that installs it, resolves it again and stops with the reason
+            variant = ''
     try:
         return _plan.host_plan(host, plain(groups), inputs, planned, profile, variant, default_profile)
     except _plan.PlanError as exc:
