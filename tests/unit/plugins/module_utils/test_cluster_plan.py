@@ -62,8 +62,8 @@ CASES = [
                         "paths.release_venv": "/opt/llmfleet/venvs/r-sg",
                         "cluster.serving_hosts": HOSTS}),
     # serve_host moves the API address (summary.yml used to ignore it)
-    ("spark2", None, {"spark1": {"serve_host": "0.0.0.0"}}, {"serve.url": "http://0.0.0.0:8000",
-                                                           "serve.head_address": "0.0.0.0"}),
+    ("spark2", None, {"spark1": {"serve_host": "0.0.0.0"}},
+     {"serve.url": "http://0.0.0.0:8000", "serve.head_address": "0.0.0.0"}),
     # one prefix moves every path; one config dir every env file
     ("spark1", None, {"all": {"common_prefix": "/srv/fleet/", "common_config_dir": "/etc/fleet"}}, {
         "paths.prefix": "/srv/fleet", "paths.current": "/srv/fleet/venvs/current", "paths.nccl": "/srv/fleet/nccl",
