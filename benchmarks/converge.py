@@ -42,10 +42,15 @@ NOOP_STRATEGY_GOAL = 15.0
 SCALE_GOAL = 2.0
 
 
-def ping_floor(inv: Path, env: dict, logs: Path, tag: str, n: int = 3) -> list[float]:
+def inv_args(inv) -> list[str]:
+    """-i for one inventory path, or for each of a list (a real inventory and its overlay)."""
+    return [arg for p in (inv if isinstance(inv, list) else [inv]) for arg in ("-i", str(p))]
+
+
+def ping_floor(inv, env: dict, logs: Path, tag: str, n: int = 3) -> list[float]:
     times = []
     for i in range(n):
-        secs, _rc, out = bl.timed(["ansible", "all", "-i", str(inv), "-m", "ansible.builtin.ping"],
+        secs, _rc, out = bl.timed(["ansible", "all", *inv_args(inv), "-m", "ansible.builtin.ping"],
                                   logs / f"ping-{tag}-{i}.log", env=env)
         if "UNREACHABLE" in out or "FAILED" in out:
             raise SystemExit(f"ping failed, see {logs}")
@@ -63,16 +68,16 @@ def mitogen_env() -> dict:
             "ANSIBLE_STRATEGY": "mitogen_linear"}
 
 
-def playbook(inv: Path, env: dict, logs: Path, tag: str, tags: str | None,
+def playbook(inv, env: dict, logs: Path, tag: str, tags: str | None,
              extra_env: dict | None = None) -> dict:
-    cmd = ["ansible-playbook", "-i", str(inv), "site.yml"]
+    cmd = ["ansible-playbook", *inv_args(inv), "site.yml"]
     if tags:
         cmd += ["--tags", tags]
     e = dict(env, **(extra_env or {}))
     load0 = bl.loadavg()
     secs, _rc, out = bl.timed(cmd, logs / f"{tag}.log", env=e)
     res = {"seconds": round(secs, 1), "recap": bl.recap_totals(out), "load_start": load0,
-           "load_end": bl.loadavg(), "command": " ".join(["ansible-playbook", "site.yml"] + cmd[4:])}
+           "load_end": bl.loadavg(), "command": " ".join(["ansible-playbook", "site.yml"] + cmd[2 + len(inv_args(inv)):])}
     if extra_env and "ANSIBLE_CALLBACKS_ENABLED" in extra_env:
         res["top_tasks_s"] = bl.profile_top(out, 15)
     bl.log(f"{tag}: {secs:.1f}s changed={res['recap']['changed']} failed={res['recap']['failed']}")
@@ -110,11 +115,11 @@ def series_full(a, stamp: str, logs: Path) -> dict:
 
 
 def series_noop(a, stamp: str, logs: Path) -> dict:
-    inv = (bl.ROOT / a.inventory).resolve()
+    inv = [(bl.ROOT / p).resolve() for p in a.inventory.split(",")]  # e.g. inventories/lab,inventories/lab-twin
     env = bl.ansible_env("sim", stamp)
     env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(bl.ROOT / ".cache" / "facts")  # the lab's own
     strategies = {"linear": {}, "mitogen": mitogen_env()}
-    hosts_file = inv / "hosts.yml" if inv.is_dir() else inv
+    hosts_file = inv[-1] / "hosts.yml" if inv[-1].is_dir() else inv[-1]
     res: dict = {"inventory": a.inventory, "nodes": len(bl.inventory_hosts(hosts_file)), "rounds": a.rounds,
                  "runs": {k: [] for k in strategies}}
     res["ping_floor_before"] = ping_floor(inv, env, logs, "noop-before")
@@ -168,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale-nodes", default="4,8,16")
     ap.add_argument("--scale-tags", default="preflight,common,fabric",
                     help="tags of the scale series ('' = the whole site.yml)")
-    ap.add_argument("--inventory", default="inventories/sim", help="noop series: a converged lab's inventory")
+    ap.add_argument("--inventory", default="inventories/sim", help="noop series: a converged lab's inventory (comma-separated: an inventory and its overlay)")
     ap.add_argument("--rounds", type=int, default=2, help="noop series: no-op runs per strategy")
     ap.add_argument("--keep-lab", action="store_true", help="leave the full series' lab up")
     ap.add_argument("--force", action="store_true", help="skip the free memory/disk check")

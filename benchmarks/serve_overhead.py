@@ -141,7 +141,7 @@ def wait_serving(base: str, model: str, key: str, timeout: float = 900) -> float
     return time.monotonic() - t0
 
 
-WAIT_DONE_TASK = "Keep the engine start's result"  # the serve role's task right after its wait
+WAIT_DONE_TASK = "Report the endpoint"  # the serve role's task right after its wait
 
 
 def role_span(timeline: dict) -> float:

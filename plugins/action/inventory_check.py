@@ -89,6 +89,12 @@ def load_variants(variants_dir: str) -> dict[str, t.Any] | None:
     return None if found is None else {name: _mapping(data).get("python_env_variant") for name, data in found.items()}
 
 
+def load_variant_dirs(hostvars: t.Mapping[str, t.Mapping[str, t.Any]]) -> dict[str, t.Any]:
+    """python_env_variant_dir as the inventory sets it -> the variants read there (None without the dir)."""
+    dirs = {v.get("python_env_variant_dir") for v in hostvars.values()}
+    return {d: load_variants(os.path.expanduser(d)) for d in dirs if isinstance(d, str) and d}
+
+
 def load_patches(patches_dir: str) -> dict[str, t.Any]:
     """patch id -> its patch.yml data (the engine_patches role's shipped patches)."""
     return {pid: data if isinstance(data, (dict, ProfileError)) else {}
@@ -182,6 +188,7 @@ class ActionModule(ActionBase):
             known_gpu_archs=args["known_gpu_archs"] or KNOWN_GPU_ARCHS,
             engines=args["engines"] or ENGINES,
             role_specs=role_specs, variants=load_variants(VARIANTS_DIR), patches=load_patches(PATCHES_DIR),
+            variant_dirs=load_variant_dirs(hostvars),
         )
         data = report.to_dict()
         lines = data["lines"]

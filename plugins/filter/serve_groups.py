@@ -5,13 +5,21 @@
 
 Documentation of each filter lives beside this file in <filter_name>.yml (ansible-doc -t filter).
 """
+import os
+
+import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
+from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release as _release
 from ansible_collections.llmfleet.cluster.plugins.module_utils import profiles as _profiles
 from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _groups
 from ansible_collections.llmfleet.cluster.plugins.module_utils import topology as _topology
 from ansible_collections.llmfleet.cluster.plugins.filter.serving import serve_profile
+
+VARIANTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                            'roles', 'python_env', 'vars', 'variants')
+_VARIANTS_CACHE = {}
 
 
 def _var(hostvars, host, name, default=None):
@@ -60,10 +68,43 @@ def serve_group_of(host, groups, hostvars):
     return _groups.group_of(serve_groups(host, groups, hostvars), host) or {}
 
 
-def engine_variant(host, groups, hostvars):
-    """The python_env variant `host` installs: its group's engine and device, and its GPU arch.
-    A node outside every group takes llmfleet_engine (default vllm) on the device of
-    llmfleet_serve_profile."""
+def _load_variants(variant_dir):
+    """{file stem: python_env_variant mapping} of the variant files in variant_dir, cached per
+    (directory, files' names and mtimes): the filter runs for every host, the files rarely change."""
+    variant_dir = os.path.expanduser(variant_dir)
+    try:
+        entries = sorted(e for e in os.listdir(variant_dir) if e.endswith(('.yml', '.yaml')) and not e.startswith('.'))
+        stats = tuple((e, os.stat(os.path.join(variant_dir, e)).st_mtime_ns) for e in entries)
+    except OSError as exc:
+        raise AnsibleFilterError('engine_variant: cannot read the variants directory %s (%s); fix python_env_variant_dir'
+                                 % (variant_dir, exc)) from exc
+    key = (variant_dir, stats)
+    if key not in _VARIANTS_CACHE:
+        out = {}
+        for entry in entries:
+            path = os.path.join(variant_dir, entry)
+            try:
+                with open(path, encoding='utf-8') as handle:
+                    data = yaml.safe_load(handle) or {}
+            except (OSError, yaml.YAMLError) as exc:
+                raise AnsibleFilterError('engine_variant: cannot read the variant file %s (%s); fix it'
+                                         % (path, str(exc).splitlines()[0])) from exc
+            variant = data.get('python_env_variant') if isinstance(data, dict) else None
+            out.setdefault(os.path.splitext(entry)[0], variant if isinstance(variant, dict) else {})
+        _VARIANTS_CACHE.clear()
+        _VARIANTS_CACHE[key] = out
+    return _VARIANTS_CACHE[key]
+
+
+def engine_variant(host, groups, hostvars, release=None, variant_dir=None):
+    """The python_env variant file `host` installs: its group's engine and device and its GPU arch name
+    the family (cpu, sm_121, sglang_cpu), its release the engine version within it
+    (module_utils/engine_release.select_variant). A node outside every group takes llmfleet_engine
+    (default vllm) on the device of llmfleet_serve_profile.
+
+    release: the release to install (default: its group's release, else llmfleet_release).
+    variant_dir: the variants directory (default: python_env_variant_dir when the inventory sets it,
+    else the collection's roles/python_env/vars/variants)."""
     group = serve_group_of(host, groups, hostvars)
     if group:
         engine, device = group['engine'], group['device']
@@ -71,9 +112,19 @@ def engine_variant(host, groups, hostvars):
         engine = _var(hostvars, host, 'llmfleet_engine', 'vllm')
         prof = _var(hostvars, host, 'llmfleet_serve_profile')
         device = serve_profile(prof, _var(hostvars, host, 'llmfleet_serve_profiles_extra', {})).get('device') if prof else 'gpu'
+    inventory_release = _var(hostvars, host, 'llmfleet_release', '')
+    release_var = 'llmfleet_release'
+    if release is None:
+        release = group.get('release') if group else inventory_release
+        if group and release != inventory_release:
+            release_var = 'llmfleet_serve_groups.%s.release' % group['name']
+    elif release != inventory_release:
+        release_var = 'engine_variant release'
+    variant_dir = variant_dir or _var(hostvars, host, 'python_env_variant_dir') or VARIANTS_DIR
     try:
-        return _groups.variant_name(engine, device, _var(hostvars, host, 'llmfleet_gpu_arch'))
-    except _groups.ServeGroupError as exc:
+        return _release.select_variant(engine, device, _var(hostvars, host, 'llmfleet_gpu_arch'), release,
+                                       _load_variants(variant_dir), release_var)
+    except (_groups.ServeGroupError, _release.ReleaseError) as exc:
         raise AnsibleFilterError('%s: %s' % (host, exc)) from exc
 
 

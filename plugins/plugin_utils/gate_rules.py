@@ -92,6 +92,16 @@ class GateContext:
     variants: t.Mapping[str, t.Any] | None  # variant name -> python_env_variant data (None: not loaded)
     resolved_profiles: t.Mapping[str, t.Any]  # host -> resolved profile dict (only where it resolved)
     patches: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)  # id -> engine_patches patch.yml
+    # python_env_variant_dir set in the inventory -> the variants read there (None: not readable)
+    variant_dirs: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)
+
+    def variants_for(self, host: str) -> t.Mapping[str, t.Any] | None:
+        """The variant files the host's python_env role chooses from: its python_env_variant_dir's, else
+        the shipped ones (None: not loaded)."""
+        directory = self.set_value(host, "python_env_variant_dir")
+        if isinstance(directory, str) and directory:
+            return self.variant_dirs.get(directory)
+        return self.variants
 
     def value(self, host: str, name: str) -> t.Any:
         """The inventory value, else the role default from the specs when it is a literal."""
@@ -369,34 +379,70 @@ def rule_port_collisions(ctx: GateContext) -> t.Iterator[Finding]:
 
 
 # --------------------------------------------------------------------------- engine / variant / profile
-def variant_name(ctx: GateContext, host: str) -> t.Any:
-    """The python_env variant the host installs: python_env_variant_name, else engine + the profile's
-    device + arch, as the python_env role chooses it (module_utils/serve_groups.variant_name)."""
+def variant_choice(ctx: GateContext, host: str) -> tuple[t.Any, t.Any]:
+    """(the python_env variant file the host installs, or UNSET; the ReleaseError that stopped the
+    choice, or None): python_env_variant_name, else engine + the profile's device + arch name the
+    family and llmfleet_release its engine version, as the python_env role chooses it
+    (module_utils/engine_release.select_variant)."""
     name = ctx.set_value(host, "python_env_variant_name")
     if name is not UNSET:
-        return name
+        return name, None
     arch = ctx.set_value(host, "llmfleet_gpu_arch")
     engine = ctx.set_value(host, "llmfleet_engine")
     profile = ctx.resolved_profiles.get(host)
     device = profile.get("device", "gpu") if isinstance(profile, t.Mapping) else "gpu"
     if arch is UNSET and device != "cpu":
-        return UNSET
-    from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups  # pure
-    return serve_groups.variant_name(engine if isinstance(engine, str) else "vllm", device, arch)
+        return UNSET, None
+    release = ctx.set_value(host, "llmfleet_release")
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release  # pure
+    try:
+        return engine_release.select_variant(engine if isinstance(engine, str) else "vllm", device, arch,
+                                             release if isinstance(release, str) else None,
+                                             ctx.variants_for(host) or {}), None
+    except engine_release.ReleaseError as exc:
+        return UNSET, exc
+
+
+def _names_release(release: str, wanted: str, variant: t.Mapping[str, t.Any]) -> bool:
+    """Whether a release name names the engine version of a variant's own release (vllm-0.32.0)."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release  # pure
+    engine = variant.get("engine") or wanted.split("-", 1)[0]
+    version = engine_release.release_version(wanted, engine)
+    return engine_release.release_version(release, engine) == version if version else wanted in release
+
+
+def _other_versions(variants: t.Mapping[str, t.Any], name: str, variant: t.Mapping[str, t.Any]) -> str:
+    """', or another version: <release> (<file>), ...' for the other files of the variant's family."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release  # pure
+    engine = variant.get("engine") or ""
+    found = engine_release.versions_of(engine_release.family_of(name), engine, variants)
+    others = [f"{engine}-{v} ({', '.join(n)})" for v, n in sorted(found.items(), key=lambda i: engine_release.version_key(i[0]))
+              if name not in n]
+    return f", or another version: {', '.join(others)}" if others else ""
+
+
+def variant_name(ctx: GateContext, host: str) -> t.Any:
+    """The python_env variant file the host installs (UNSET when it cannot be told: see variant_choice)."""
+    return variant_choice(ctx, host)[0]
 
 
 def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
-    if ctx.variants is None:
-        return
     for host in ctx.inv.members:
-        name = variant_name(ctx, host)
+        variants = ctx.variants_for(host)
+        if variants is None:
+            continue
+        name, error = variant_choice(ctx, host)
+        if error is not None:
+            yield Finding(host, error.problem, error.fix, (host,), "llmfleet_release",
+                          ctx.set_value(host, "llmfleet_release"))
+            continue
         if not isinstance(name, str):
             continue
-        variant = ctx.variants.get(name)
+        variant = variants.get(name)
         engine = ctx.set_value(host, "llmfleet_engine")
         if not isinstance(variant, t.Mapping):
-            yield Finding(host, f"python_env variant '{name}' does not exist (roles/python_env/vars/variants)",
-                          f"use one of {', '.join(sorted(ctx.variants))} (python_env_variant_name), or install the "
+            yield Finding(host, f"python_env variant '{name}' does not exist (python_env_variant_dir)",
+                          f"use one of {', '.join(sorted(variants))} (python_env_variant_name), or install the "
                           "engine yourself and skip the python_env role", (host,), "python_env_variant_name", name,
                           severity="warn")
             continue
@@ -406,11 +452,11 @@ def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
                           "change llmfleet_engine", (host,), "python_env_variant_name", name)
         release = ctx.set_value(host, "llmfleet_release")
         wanted = variant.get("release")
-        if isinstance(release, str) and isinstance(wanted, str) and wanted not in release:
+        if isinstance(release, str) and isinstance(wanted, str) and not _names_release(release, wanted, variant):
             yield Finding(host, f"llmfleet_release '{release}' does not name what variant '{name}' installs "
                           f"({wanted}): the venv would be called one version and hold another",
-                          f"set llmfleet_release: {wanted} (or a name containing it, e.g. site-{wanted})",
-                          (host,), "llmfleet_release", release)
+                          f"set llmfleet_release: {wanted} (or a name containing it, e.g. site-{wanted})"
+                          + _other_versions(variants, name, variant), (host,), "llmfleet_release", release)
         profile = ctx.resolved_profiles.get(host)
         if isinstance(profile, t.Mapping):
             device = profile.get("device", "gpu")
@@ -432,12 +478,12 @@ def pinned_version(variant: t.Mapping[str, t.Any], package: str) -> str | None:
 
 
 def rule_engine_patches(ctx: GateContext) -> t.Iterator[Finding]:
-    if not ctx.variants or not ctx.patches:
+    if not ctx.patches:
         return
     from ansible_collections.llmfleet.cluster.plugins.module_utils import source_patch  # pure
     for host in ctx.inv.members:
         name, arch = variant_name(ctx, host), ctx.set_value(host, "llmfleet_gpu_arch")
-        variant = ctx.variants.get(name) if isinstance(name, str) else None
+        variant = (ctx.variants_for(host) or {}).get(name) if isinstance(name, str) else None
         if not isinstance(variant, t.Mapping):
             continue
         for patch in ctx.patches.values():
@@ -480,8 +526,9 @@ RULES: tuple[Rule, ...] = (
          "API, rendezvous, Ray (GCS, managers, metrics, client, dashboard, agents) ports are distinct and outside "
          "Ray's worker port range; serve_ray_port/safeguards_serve_port equal the ports they name", rule_port_collisions),
     Rule("engine_variant", "engine, python_env variant and profile agree",
-         "the variant (python_env_variant_name, else engine + GPU arch) exists, installs llmfleet_engine, is named "
-         "by llmfleet_release, and matches the profile's device (cpu/gpu)", rule_engine_variant),
+         "the variant (python_env_variant_name, else the file of engine + GPU arch whose engine version "
+         "llmfleet_release names) exists, installs llmfleet_engine, is named by llmfleet_release, and matches the "
+         "profile's device (cpu/gpu); a release naming a version no variant provides fails, listing the versions", rule_engine_variant),
     Rule("engine_patches", "engine patches cover the pinned engine",
          "a variant whose pinned engine version needs a shipped source patch on the host's arch (the patch's "
          "needed_for) is inside the versions the patch was written for (version_spec)", rule_engine_patches),

@@ -740,7 +740,8 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
                     engines: t.Sequence[str] = ENGINES,
                     role_specs: t.Mapping[str, t.Mapping[str, t.Any]] | None = None,
                     variants: t.Mapping[str, t.Any] | None = None,
-                    patches: t.Mapping[str, t.Any] | None = None) -> Report:
+                    patches: t.Mapping[str, t.Any] | None = None,
+                    variant_dirs: t.Mapping[str, t.Any] | None = None) -> Report:
     """Run every controller-side check; nothing here touches a host or the disk.
 
     ``hostvars``: host -> its (templated) variables; at least the ``llmfleet_*`` ones and the pins.
@@ -761,7 +762,7 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
     from ansible_collections.llmfleet.cluster.plugins.plugin_utils import gate_rules  # cycle: it imports us
     ctx = gate_rules.GateContext(inv, role_specs or {}, variants,
                                  {h: p for h in inv.members if (p := resolve_full(inv, h, profiles)) is not None},
-                                 patches or {})
+                                 patches or {}, variant_dirs or {})
     for rule in gate_rules.RULES:
         checks.append(CheckResult(rule.key, rule.title, list(rule.func(ctx))))
     unevaluated: dict[str, list[Finding]] = {c.key: [] for c in checks}

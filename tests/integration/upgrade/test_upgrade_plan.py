@@ -1,5 +1,6 @@
-"""upgrade.yml's batching on the controller: one batch per cluster, in a stable order, every host
-in exactly one batch, and no host contacted (the inventory's addresses are TEST-NET, unroutable)."""
+"""upgrade.yml on the controller: its gate refuses a release naming an engine version no variant
+provides; its batching is one batch per cluster, in a stable order, every host in exactly one batch;
+no host contacted (the inventory's addresses are TEST-NET, unroutable)."""
 import json
 import os
 import re
@@ -12,7 +13,7 @@ BIN = Path(sys.executable).parent
 
 INVENTORY = {
     "all": {
-        "vars": {"ansible_connection": "ssh", "llmfleet_engine": "vllm", "llmfleet_release": "r2"},
+        "vars": {"ansible_connection": "ssh", "llmfleet_engine": "vllm", "llmfleet_release": "lab-vllm-0.32.0"},
         "children": {
             "gb10": {"hosts": {
                 "a-spark1": {"ansible_host": "192.0.2.11", "llmfleet_cluster": "alpha", "llmfleet_fabric_ip": "198.51.100.11"},
@@ -39,9 +40,27 @@ def test_one_batch_per_cluster_in_order_without_contacting_hosts(tmp_path):
                           timeout=300, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    batches = re.findall(r"batch (\d): cluster (\w+): ([\w, -]+) -> (\w+)", out)
+    batches = re.findall(r"batch (\d): cluster (\w+): ([\w, -]+) -> ([\w.-]+)", out)
     assert [(b, c) for b, c, _hosts, _target in batches] == [("1", "alpha"), ("2", "beta")]
     assert sorted(batches[0][2].split(", ")) == ["a-spark1", "a-spark2"]
     assert sorted(batches[1][2].split(", ")) == ["b-spark1", "b-thor1"]
-    assert all(t == "r2" for *_rest, t in batches)
+    assert all(t == "lab-vllm-0.32.0" for *_rest, t in batches)
     assert "unreachable=1" not in out and "UNREACHABLE" not in out
+
+
+def test_a_release_of_a_version_no_variant_provides_stops_in_the_gate(tmp_path):
+    inv = tmp_path / "hosts.json"
+    inv.write_text(json.dumps(INVENTORY))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".build" / "collections"), ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(ROOT / "playbooks" / "upgrade.yml"),
+                           "-e", "llmfleet_release=lab-vllm-0.30.0"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0, out
+    assert ("FAIL a-spark1, a-spark2, b-spark1: llmfleet_release 'lab-vllm-0.30.0' names vllm 0.30.0, which no "
+            "python_env variant for sm_121 provides (available: vllm 0.32.0 (sm_121.yml)); set llmfleet_release to "
+            "a release of an available version (e.g. lab-vllm-0.32.0)") in out, out
+    assert "b-thor1: llmfleet_release 'lab-vllm-0.30.0' names vllm 0.30.0, which no python_env variant for sm_110" in out
+    assert "PLAY [Upgrade | plan the batches" not in out  # stopped before any play that targets hosts
+    assert "UNREACHABLE" not in out

@@ -53,9 +53,10 @@ CASES = [(name, version) for name in SHIPPED
          for version in PINNED.get(serving.serve_profile(name)["engine"], ["<none pinned>"])]
 
 
-def test_the_variants_pin_vllm_0_32_0():
-    """Guards the table above: if this moves, capture the new version (see the fixtures' headers)."""
-    assert PINNED["vllm"] == ["0.32.0"]
+def test_the_variants_pin_vllm_0_31_0_and_0_32_0():
+    """Guards the table above: if this moves, capture the new version (see the fixtures' headers).
+    0.31.0 is the sim's second CPU release (cpu-vllm-0.31.0.yml), every other vLLM variant pins 0.32.0."""
+    assert PINNED["vllm"] == ["0.31.0", "0.32.0"]
 
 
 @pytest.mark.parametrize("name, version", CASES, ids=[f"{n}@{v}" for n, v in CASES])
@@ -89,10 +90,10 @@ def test_shipped_profile_passes_the_pinned_help(name, version):
 
 def test_a_flag_the_pinned_build_lacks_fails_naming_profile_flag_version():
     """The check can fail: --num-scheduler-steps (multi-step scheduling, gone with the V0 engine) on 0.32.0."""
-    with open(os.path.join(HELP_DIR, f"vllm-{PINNED['vllm'][0]}.txt"), encoding="utf-8") as handle:
+    with open(os.path.join(HELP_DIR, f"vllm-{PINNED['vllm'][-1]}.txt"), encoding="utf-8") as handle:
         index = flagcheck.parse_help(handle.read())
     prof = serving.serve_profile("broken", {"broken": {"extends": "sim-tiny-llama", "args": {"--num-scheduler-steps": 8}}})
     plan = serving.serve_plan(prof, HOSTS["cpu"](2))
-    argv = serving.serve_command(prof, plan, 0, engine_version=PINNED["vllm"][0], master_addr="10.0.0.1")
-    out = flagcheck.check_argv(argv, index, "vllm", PINNED["vllm"][0], prof)
+    argv = serving.serve_command(prof, plan, 0, engine_version=PINNED["vllm"][-1], master_addr="10.0.0.1")
+    out = flagcheck.check_argv(argv, index, "vllm", PINNED["vllm"][-1], prof)
     assert any(err.startswith("vllm 0.32.0: unknown flag --num-scheduler-steps") for err in out["errors"]), out

@@ -113,8 +113,17 @@ CASES = [
     ("alias differs", lab(spark1={"ray_node_port": 6390, "serve_ray_port": 6379}), None,
      ["FAIL spark1: serve_ray_port 6379 differs from ray_node_port 6390"], []),
     # engine / variant / profile
-    ("release does not name the variant's", lab(common={"llmfleet_release": "vllm-0.18.1"}), None,
-     ["llmfleet_release 'vllm-0.18.1' does not name what variant 'sm_121' installs (vllm-0.32.0)"], []),
+    # the release selects the engine version: a version no variant file provides fails, listing those there are
+    ("release names a version no variant provides", lab(common={"llmfleet_release": "vllm-0.18.1"}), None,
+     ["FAIL spark1, spark2: llmfleet_release 'vllm-0.18.1' names vllm 0.18.1, which no python_env variant for "
+      "sm_121 provides (available: vllm 0.32.0 (sm_121.yml)); set llmfleet_release to a release of an available "
+      "version (e.g. vllm-0.32.0), or add the variant file sm_121-vllm-0.18.1.yml",
+      "FAIL thor1, thor2: llmfleet_release 'vllm-0.18.1' names vllm 0.18.1, which no python_env variant for sm_110"],
+     []),
+    ("release names no version", lab(common={"llmfleet_release": "prod-2026-11"}), None,
+     ["llmfleet_release 'prod-2026-11' does not name what variant 'sm_121' installs (vllm-0.32.0)"], []),
+    ("release with a version of the default file", lab(common={"llmfleet_release": "site-vllm-0.32.0-fix1"}), None,
+     ["ok   engine, python_env variant and profile agree"], ["FAIL"]),
     ("engine sglang picks the sglang variant", lab(common={"llmfleet_engine": "sglang", "llmfleet_serve_profile": "sg-pp4",
                                                            "llmfleet_release": "sglang-0.5.17"}), None,
      ["ok   engine, python_env variant and profile agree"], ["variant"]),
@@ -154,6 +163,56 @@ def test_cpu_profile_needs_the_cpu_variant():
         hostvars = lab(common={"llmfleet_serve_profile": "sim-tiny-llama", **variant})
         lines = check_inventory(hostvars, groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS).lines()
         assert not [line for line in lines if line.startswith("FAIL")], lines
+
+
+@pytest.mark.parametrize("release, variant_name, present", [
+    # the sim's releases (profile sim-tiny-llama, device cpu): each real engine version its own file
+    ("sim-vllm-0.32.0-cpu", None, []),
+    ("sim-vllm-0.31.0-cpu", None, []),
+    ("sim-vllm-0.32.0-cpu-broken", None, []),
+    ("sim-vllm-0.30.0-cpu", None,
+     ["FAIL spark1, spark2, thor1, thor2: llmfleet_release 'sim-vllm-0.30.0-cpu' names vllm 0.30.0, which no "
+      "python_env variant for cpu provides (available: vllm 0.31.0 (cpu-vllm-0.31.0.yml), vllm 0.32.0 (cpu.yml)); "
+      "set llmfleet_release to a release of an available version (e.g. sim-vllm-0.32.0-cpu), or add the variant "
+      "file cpu-vllm-0.30.0.yml"]),
+    # a variant named by hand stays that file: a release of another version does not name what it installs
+    ("sim-vllm-0.31.0-cpu", "cpu",
+     ["llmfleet_release 'sim-vllm-0.31.0-cpu' does not name what variant 'cpu' installs (vllm-0.32.0): the venv "
+      "would be called one version and hold another; set llmfleet_release: vllm-0.32.0 (or a name containing it, "
+      "e.g. site-vllm-0.32.0), or another version: vllm-0.31.0 (cpu-vllm-0.31.0)"]),
+    ("sim-vllm-0.31.0-cpu", "cpu-vllm-0.31.0", []),
+])
+def test_the_release_selects_the_cpu_engine_version(release, variant_name, present):
+    from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
+        DEFAULT_PROFILES_DIR, load_profiles)
+    common = {"llmfleet_serve_profile": "sim-tiny-llama", "llmfleet_release": release}
+    if variant_name:
+        common["python_env_variant_name"] = variant_name
+    lines = check_inventory(lab(common=common), {**GROUPS, "serve_nodes": ["spark1", "spark2"]},
+                            profiles=load_profiles(DEFAULT_PROFILES_DIR), role_specs=SPECS, variants=VARIANTS,
+                            patches=PATCHES).lines()
+    for want in present:
+        assert any(want in line for line in lines), f"{want!r} not in:\n" + "\n".join(lines)
+    if not present:
+        assert "ok   engine, python_env variant and profile agree" in lines, lines
+        assert not [line for line in lines if line.startswith(("FAIL", "WARN"))], lines
+
+
+def test_a_site_variant_dir_is_where_the_release_picks_from(tmp_path):
+    """python_env_variant_dir set in the inventory: the gate reads the versions there, as the role does."""
+    from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import load_variant_dirs
+    for name, release in (("sm_121", "vllm-0.40.0"), ("sm_121-vllm-0.41.0", "vllm-0.41.0")):
+        (tmp_path / f"{name}.yml").write_text(
+            f"python_env_variant: {{name: {name}, engine: vllm, arch: sm_121, release: {release}}}\n")
+    hostvars = lab(common={"llmfleet_release": "site-vllm-0.41.0"},
+                   spark1={"python_env_variant_dir": str(tmp_path)}, spark2={"python_env_variant_dir": str(tmp_path)})
+    report = check_inventory(hostvars, GROUPS, profiles=PROFILES, role_specs=SPECS, variants=VARIANTS,
+                             patches=PATCHES, variant_dirs=load_variant_dirs(hostvars))
+    lines = report.lines()
+    assert not [ln for ln in lines if ln.startswith("FAIL") and "spark" in ln.split(":")[0]], lines
+    # the Thors choose from the shipped files, which have no 0.41.0
+    assert any(ln.startswith("FAIL thor1, thor2: llmfleet_release 'site-vllm-0.41.0' names vllm 0.41.0, which no "
+                             "python_env variant for sm_110 provides") for ln in lines), lines
 
 
 def test_inventory_profiles_are_read_like_shipped_ones():
