@@ -12,7 +12,7 @@ passed=0; failed=0; report=()
 # CI kills a run after 90 min with nothing reported: cluster checks that would start later than
 # LLMFLEET_TEST_BUDGET_S after this point are skipped with a TIME BUDGET reason (0: no deadline).
 start=$(date +%s)
-budget=${LLMFLEET_TEST_BUDGET_S:-4200}
+budget=${LLMFLEET_TEST_BUDGET_S:-4800}
 if [ "$budget" -gt 0 ]; then export LLMFLEET_TEST_DEADLINE=$((start + budget)); fi
 # The lab (apt packages, debootstrap node image, containers) is mostly download and disk work: it
 # is built in the background while the controller-side steps use the CPU, and the first molecule

@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(config, items):
 
 # CI gives the whole `make test` 90 minutes and kills it after that, reporting nothing. To keep a
 # slow machine from losing the run, tools/ci/run_tests.sh exports LLMFLEET_TEST_DEADLINE (epoch
-# seconds, 70 min after `make test` started by default: the longest check here takes ~12 min): a
+# seconds, 80 min after `make test` started by default: the longest check here takes ~12 min): a
 # check that would START after it is skipped with a TIME BUDGET reason, which the step's summary
 # shows and counts. Unset (a plain `molecule verify`): no deadline.
 def pytest_runtest_setup(item):
