@@ -25,3 +25,26 @@ attributes:
     support: full
     platforms: posix
 """
+
+    # Action plugins that wait on a job on the host (wait_progress, model_fetch_wait): each adds
+    # its own check_mode entry, which says what it does in check mode.
+    HOST_WAIT_ACTION = r"""
+options: {}
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  become:
+    support: full
+  bypass_host_loop:
+    support: none
+  connection:
+    support: full
+  delegation:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""

@@ -36,29 +36,14 @@ options:
     type: int
     default: 86400
 extends_documentation_fragment:
+  - llmfleet.cluster.attributes.host_wait_action
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.conn
   - ansible.builtin.action_common_attributes.flow
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  become:
-    support: full
-  bypass_host_loop:
-    support: none
-  connection:
-    support: full
   check_mode:
     support: none
     details: It waits for a job started outside check mode; the models role skips it in check mode.
-  delegation:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -80,29 +80,14 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
+  - llmfleet.cluster.attributes.host_wait_action
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.conn
   - ansible.builtin.action_common_attributes.flow
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  become:
-    support: full
-  bypass_host_loop:
-    support: none
-  connection:
-    support: full
   check_mode:
     support: full
     details: Returns skipped without waiting (a job is never started in check mode).
-  delegation:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - The lines go through the controller's display, so they show in the default callback's output
     without C(-v); with several hosts they interleave, each starting with its host.

@@ -10,6 +10,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan
 from ansible_collections.llmfleet.cluster.plugins.module_utils import model_fetch as F
 from ansible_collections.llmfleet.cluster.plugins.module_utils import profiles as P
 from ansible_collections.llmfleet.cluster.plugins.filter import serving
@@ -155,7 +156,11 @@ NEMOTRON_PLUGIN_PROFILES = ["nemotron-super-nvfp4-vllm-pp4", "nemotron-super-nvf
 def test_plugin_file_lands_where_the_command_points(name):
     """The models role's node path of the plugin file is the path after --reasoning-parser-plugin."""
     with open(os.path.join(ROOT, "roles", "models", "defaults", "main.yml"), encoding="utf-8") as handle:
-        files_dir = yaml.safe_load(handle)["models_files_dir"]
+        default = yaml.safe_load(handle)["models_files_dir"]
+    # the role's default is the cluster plan's files directory, which with the default prefix is the
+    # directory the serve command renders into each file's flag
+    assert default == "{{ llmfleet_plan.paths.files }}"
+    files_dir = cluster_plan.paths()["files"]
     assert files_dir == P.DEFAULT_FILES_DIR
     prof = serving.serve_profile(name)
     plan = {"tensor_parallel_size": prof["tensor_parallel_size"], "pipeline_parallel_size": prof["pipeline_parallel_size"]}

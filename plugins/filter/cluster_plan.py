@@ -1,0 +1,56 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The cluster plan of one host (plugins/module_utils/cluster_plan.py), the fact llmfleet_plan.
+
+Documentation of the filter lives beside this file in cluster_plan.yml (ansible-doc -t filter).
+This file only gathers the inputs: the inventory values, the serving groups and the host's resolved
+profile (the serve_groups / serve_profile filters) and its python_env variant (engine_variant).
+"""
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
+from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan as _plan
+from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _groups
+from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import engine_variant, serve_groups
+from ansible_collections.llmfleet.cluster.plugins.filter.serving import serve_profile
+
+
+def _inputs(hostvars, host):
+    """The plan's inputs of `host`, read by name (each hostvars value is templated on access)."""
+    values = hostvars.get(host) or {}
+    return {name: plain(values[name]) for name in _plan.INPUTS if name in values}
+
+
+def cluster_plan(host, groups, hostvars):
+    """The plan of `host`: cluster, Ray head, serving group, variant, release, paths, env files."""
+    host = str(host)
+    inputs = {h: _inputs(hostvars, h) for h in set(groups.get('all') or []) | {host}}
+    planned = serve_groups(host, groups, hostvars)
+    group = _groups.group_of(planned, host)
+    values = hostvars.get(host) or {}
+    extras = plain(values['llmfleet_serve_profiles_extra']) if 'llmfleet_serve_profiles_extra' in values else {}
+    default = plain(values['llmfleet_serve_profile']) if 'llmfleet_serve_profile' in values else None
+    profile = serve_profile(group['profile'], extras or {}) if group else None
+    default_profile = serve_profile(default, extras or {}) if default else {}
+    # the inventory may pin the variant (python_env_variant_name, as the gate reads it), else it follows
+    # from the group's engine and device and the host's GPU arch
+    variant = plain(values['python_env_variant_name']) if values.get('python_env_variant_name') else None
+    if variant is None:
+        try:
+            variant = engine_variant(host, groups, hostvars)
+        except AnsibleFilterError:
+            # a host that cannot name its engine stack (no GPU arch) gets none here; python_env, the one
+            # role that installs it, resolves it again and stops with the reason
+            variant = ''
+    try:
+        return _plan.host_plan(host, plain(groups), inputs, planned, profile, variant, default_profile)
+    except _plan.PlanError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+class FilterModule:
+    """llmfleet.cluster cluster plan filter."""
+
+    def filters(self):
+        return {'cluster_plan': cluster_plan}

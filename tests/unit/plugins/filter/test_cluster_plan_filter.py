@@ -1,0 +1,61 @@
+"""The cluster_plan filter on the shipped inventories, loaded with Ansible's own InventoryManager /
+VariableManager / HostVars (real variable precedence and templating), against what the roles used to
+compute themselves from the same inventory (serve_group_of, engine_variant, serving_group)."""
+from pathlib import Path
+
+import pytest
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.vars.hostvars import HostVars
+from ansible.vars.manager import VariableManager
+
+from ansible_collections.llmfleet.cluster.plugins.filter.cluster_plan import cluster_plan
+from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import engine_variant, serve_group_of
+from ansible_collections.llmfleet.cluster.plugins.filter.topology import FilterModule as Topology
+
+INVENTORIES = Path(__file__).resolve().parents[4] / "inventories"
+SHIPPED = sorted(p.name for p in INVENTORIES.iterdir() if (p / "hosts.yml").is_file() and p.name != "lab-twin")
+serving_group = Topology().filters()["serving_group"]
+
+
+def load(*names):
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(INVENTORIES / n) for n in names])
+    variables = VariableManager(loader=loader, inventory=inventory)
+    groups = {g: [h.name for h in grp.get_hosts()] for g, grp in inventory.groups.items()}
+    return HostVars(inventory=inventory, variable_manager=variables, loader=loader), groups
+
+
+def test_sim_two_groups_two_engines():
+    hostvars, groups = load("sim")
+    spark2, thor1 = cluster_plan("spark2", groups, hostvars), cluster_plan("thor1", groups, hostvars)
+    assert (spark2["cluster"]["name"], spark2["cluster"]["ray_head"], spark2["cluster"]["ray_address"]) == \
+        ("sim", "spark1", "10.231.1.11:6379")
+    assert (spark2["serve"]["name"], spark2["serve"]["node_rank"], spark2["serve"]["engine"], spark2["variant"]) == \
+        ("sparks", 1, "vllm", "cpu")
+    assert spark2["serve"]["url"] == "http://10.231.1.11:8000" and spark2["release"] == "sim-vllm-0.32.0-cpu"
+    assert (thor1["serve"]["name"], thor1["serve"]["is_head"], thor1["serve"]["engine"], thor1["variant"]) == \
+        ("thors", True, "sglang", "sglang_cpu")
+    assert thor1["release"] == "sim-sglang-0.5.21-cpu"
+    assert thor1["paths"]["release_venv"] == "/opt/llmfleet/venvs/sim-sglang-0.5.21-cpu"
+    assert thor1["env_files"]["serve"] == "/etc/llmfleet/%s.env" % thor1["serve"]["unit"]
+    assert thor1["serve"]["profile_spec"]["name"] == "sim-tiny-llama-sglang"
+
+
+@pytest.mark.parametrize("names", [[n] for n in SHIPPED] + [["lab", "lab-twin"]], ids="+".join)
+def test_every_shipped_inventory_plans_as_the_roles_resolved_it(names):
+    hostvars, groups = load(*names)
+    for host in groups["all"]:
+        plan = cluster_plan(host, groups, hostvars)
+        group = serve_group_of(host, groups, hostvars)
+        assert plan["serve"].get("name") == group.get("name"), host
+        assert plan["serve"].get("unit") == group.get("unit"), host
+        if group:
+            assert plan["serve"]["hosts"] == serving_group(host, groups, hostvars), host
+            assert plan["serve"]["profile_spec"]["name"] == group["profile"], host
+            assert plan["serve"]["hosts"][plan["serve"]["node_rank"]] == host
+        assert plan["variant"] == engine_variant(host, groups, hostvars), host
+        want_release = group.get("release") or hostvars[host].get("llmfleet_release") or ""
+        assert plan["release"] == want_release, host
+        assert plan["paths"]["current"] == "/opt/llmfleet/venvs/current", host
+        assert plan["cluster"]["ray_head"] in plan["cluster"]["ray_nodes"], host

@@ -1,0 +1,121 @@
+"""One host's plan (plugins/module_utils/cluster_plan.py): tables of inventories and what each host gets."""
+import pytest
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan as cp
+from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as sg
+
+HOSTS = ["spark1", "spark2", "thor1", "thor2"]
+GROUPS = {"all": HOSTS, "ray_head": ["spark1"], "ray_workers": ["spark2", "thor1", "thor2"],
+          "gb10": ["spark1", "spark2"], "thor": ["thor1", "thor2"], "serve_nodes": ["spark1", "spark2"]}
+IPS = {"spark1": "10.1.0.1", "spark2": "10.1.0.2", "thor1": "10.1.0.3", "thor2": "10.1.0.4"}
+PROFILES = {
+    "vl": {"name": "vl", "engine": "vllm", "backend": "mp", "device": "cpu", "served_model_name": "tiny",
+           "model": "/m", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
+    "sg": {"name": "sg", "engine": "sglang", "backend": "native", "device": "cpu", "served_model_name": "tiny-sg",
+           "model": "/m2", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
+}
+TWO = {"sparks": {"group": "serve_nodes"}, "thors": {"group": "thor", "profile": "sg", "port": 8001, "release": "r-sg"}}
+
+
+def hostvars(**extra):
+    """{host: inventory values}; extra: {host or 'all': {var: value}}."""
+    out = {}
+    for h in HOSTS:
+        out[h] = {"llmfleet_fabric_ip": IPS[h], "llmfleet_gpu_arch": "sm_121" if h.startswith("spark") else "sm_110",
+                  "llmfleet_release": "r-vl", "llmfleet_cluster": "sim"}
+        out[h].update(extra.get("all", {}))
+        out[h].update(extra.get(h, {}))
+    return out
+
+
+def plan_of(host, spec=None, **extra):
+    hv = hostvars(**extra)
+    default = {"profile": "vl", "port": hv[host].get("serve_port"), "release": hv[host].get("llmfleet_release")}
+    groups = sg.plan(spec, HOSTS, GROUPS, ["spark1", "spark2"] if not spec else [], PROFILES, default)
+    group = sg.group_of(groups, host)
+    return cp.host_plan(host, GROUPS, hv, groups, PROFILES[group["profile"]] if group else None, "v-" + host)
+
+
+# host, serving-group spec, inventory extras, {dotted path in the plan: expected value}
+CASES = [
+    ("spark1", None, {}, {
+        "cluster.name": "sim", "cluster.hosts": HOSTS, "cluster.ray_head": "spark1",
+        "cluster.ray_head_address": "10.1.0.1", "cluster.ray_address": "10.1.0.1:6379",
+        "cluster.ray_nodes": HOSTS, "cluster.serving_hosts": ["spark1", "spark2"],
+        "serve.name": "default", "serve.node_rank": 0, "serve.is_head": True, "serve.nnodes": 2,
+        "serve.engine": "vllm", "serve.backend": "mp", "serve.port": 8000, "serve.unit": "llmfleet-serve-tiny",
+        "serve.url": "http://10.1.0.1:8000", "serve.api_url": "http://10.1.0.1:8000/v1",
+        "serve.profile": "vl", "serve.profile_spec.model": "/m", "release": "r-vl", "variant": "v-spark1",
+        "paths.current": "/opt/llmfleet/venvs/current", "paths.release_venv": "/opt/llmfleet/venvs/r-vl",
+        "paths.wheelhouse": "/opt/llmfleet/wheelhouse", "paths.models": "/opt/llmfleet/models",
+        "env_files.engine": "/etc/llmfleet/engine.env", "env_files.serve": "/etc/llmfleet/llmfleet-serve-tiny.env",
+        "env_files.engine_unit": ["/etc/llmfleet/comm.env", "-/etc/llmfleet/engine.env", "-/etc/llmfleet/nccl.env"],
+        "service": {"user": "llmfleet", "group": "llmfleet", "home": "/var/lib/llmfleet"}, "firewall": True}),
+    # a worker of the same group: rank 1, the head's URL
+    ("spark2", None, {}, {"serve.node_rank": 1, "serve.is_head": False, "serve.head": "spark1",
+                          "serve.url": "http://10.1.0.1:8000", "fabric_ip": "10.1.0.2"}),
+    # a Ray worker outside the serving group: no serve part, no API-key file, the llmfleet_release
+    ("thor1", None, {}, {"serve": {}, "env_files.serve": "", "release": "r-vl", "cluster.ray_head": "spark1"}),
+    # two groups: thor2 serves SGLang on 8001 under its group's release, the API on thor1
+    ("thor2", TWO, {}, {"serve.name": "thors", "serve.engine": "sglang", "serve.port": 8001, "serve.node_rank": 1,
+                        "serve.url": "http://10.1.0.3:8001", "serve.unit": "llmfleet-serve-tiny-sg", "release": "r-sg",
+                        "paths.release_venv": "/opt/llmfleet/venvs/r-sg",
+                        "cluster.serving_hosts": HOSTS}),
+    # serve_host moves the API address (summary.yml used to ignore it)
+    ("spark2", None, {"spark1": {"serve_host": "0.0.0.0"}},
+     {"serve.url": "http://0.0.0.0:8000", "serve.head_address": "0.0.0.0"}),
+    # one prefix moves every path; one config dir every env file
+    ("spark1", None, {"all": {"common_prefix": "/srv/fleet/", "common_config_dir": "/etc/fleet"}}, {
+        "paths.prefix": "/srv/fleet", "paths.current": "/srv/fleet/venvs/current", "paths.nccl": "/srv/fleet/nccl",
+        "paths.lib": "/srv/fleet/lib", "env_files.comm": "/etc/fleet/comm.env",
+        "env_files.serve": "/etc/fleet/llmfleet-serve-tiny.env"}),
+    # another unit prefix renames the unit as the serve role does
+    ("spark1", None, {"all": {"serve_unit_prefix": "acme"}}, {"serve.unit": "acme-tiny", "serve.unit_prefix": "acme"}),
+    # ports, service account and firewall follow the inventory
+    ("spark1", None, {"all": {"ray_node_port": 7000, "common_service_user": "svc", "ray_node_firewall": "false"}},
+     {"cluster.ray_address": "10.1.0.1:7000", "service.user": "svc", "service.group": "llmfleet", "firewall": False}),
+    # no release anywhere: no release venv
+    ("spark1", None, {"all": {"llmfleet_release": ""}}, {"release": "", "paths.release_venv": ""}),
+]
+
+
+def dig(data, dotted):
+    for key in dotted.split("."):
+        data = data[key]
+    return data
+
+
+@pytest.mark.parametrize("host, spec, extra, want", CASES)
+def test_host_plan(host, spec, extra, want):
+    got = plan_of(host, spec, **extra)
+    assert {k: dig(got, k) for k in want} == want
+
+
+def test_every_group_of_the_cluster_is_listed_without_host_specific_keys():
+    got = plan_of("spark1", TWO)
+    assert [g["name"] for g in got["cluster"]["serve_groups"]] == ["sparks", "thors"]
+    assert all("node_rank" not in g and "profile_spec" not in g for g in got["cluster"]["serve_groups"])
+    assert got["cluster"]["serve_groups"][1]["url"] == "http://10.1.0.3:8001"
+
+
+def test_a_second_cluster_has_its_own_head_and_members():
+    hv = hostvars(thor1={"llmfleet_cluster": "b"}, thor2={"llmfleet_cluster": "b"})
+    groups = dict(GROUPS, ray_head=["spark1", "thor1"], ray_workers=["spark2", "thor2"])
+    got = cp.host_plan("thor2", groups, hv, [], None, "")
+    assert (got["cluster"]["name"], got["cluster"]["hosts"], got["cluster"]["ray_head"]) == ("b", ["thor1", "thor2"], "thor1")
+    assert got["cluster"]["ray_address"] == "10.1.0.3:6379" and got["serve"] == {} and got["variant"] == ""
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"common_prefix": "opt/llmfleet"}, "spark1: common_prefix 'opt/llmfleet' is not an absolute path"),
+    ({"common_config_dir": 7}, "spark1: common_config_dir 7 is not an absolute path"),
+])
+def test_bad_paths_name_host_variable_value(extra, message):
+    with pytest.raises(cp.PlanError) as err:
+        plan_of("spark1", None, all=extra)
+    assert message in str(err.value)
+
+
+def test_a_cluster_without_a_head_has_no_ray_address():
+    got = cp.host_plan("spark1", dict(GROUPS, ray_head=[]), hostvars(), [], None, "")
+    assert (got["cluster"]["ray_head"], got["cluster"]["ray_address"]) == ("", "")
