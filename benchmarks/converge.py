@@ -18,7 +18,7 @@ Two series, each on a fresh lab of its own, one lab at a time:
 
   noop   (an already converged lab: --inventory, default inventories/sim): the no-op `site.yml`
          alternately with Ansible's linear strategy and with Mitogen's mitogen_linear (PyPI
-         `mitogen`, opt-in: docs/operations.md), --rounds times each, between ping floors.
+         `mitogen`, not supported: docs/operations.md), --rounds times each, between ping floors.
          Same run, same lab: the ratio mitogen / linear, and each over the ping floor.
          Goal (issue 19): no-op <= 15 x the ping floor.
 
