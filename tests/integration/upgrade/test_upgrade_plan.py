@@ -30,14 +30,18 @@ INVENTORY = {
 }
 
 
-def test_one_batch_per_cluster_in_order_without_contacting_hosts(tmp_path):
+def upgrade(tmp_path, extra):
+    """upgrade.yml on INVENTORY with `-e extra` from the controller (no host is reachable)."""
     inv = tmp_path / "hosts.json"
     inv.write_text(json.dumps(INVENTORY))
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".build" / "collections"), ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(ROOT / "playbooks" / "upgrade.yml"),
-                           "-e", "upgrade_plan_only=true"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(ROOT / "playbooks" / "upgrade.yml"),
+                           "-e", extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_one_batch_per_cluster_in_order_without_contacting_hosts(tmp_path):
+    proc = upgrade(tmp_path, "upgrade_plan_only=true")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     batches = re.findall(r"batch (\d): cluster (\w+): ([\w, -]+) -> ([\w.-]+)", out)
@@ -49,13 +53,7 @@ def test_one_batch_per_cluster_in_order_without_contacting_hosts(tmp_path):
 
 
 def test_a_release_of_a_version_no_variant_provides_stops_in_the_gate(tmp_path):
-    inv = tmp_path / "hosts.json"
-    inv.write_text(json.dumps(INVENTORY))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".build" / "collections"), ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(ROOT / "playbooks" / "upgrade.yml"),
-                           "-e", "llmfleet_release=lab-vllm-0.30.0"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    proc = upgrade(tmp_path, "llmfleet_release=lab-vllm-0.30.0")
     out = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode != 0, out
     assert ("FAIL a-spark1, a-spark2, b-spark1: llmfleet_release 'lab-vllm-0.30.0' names vllm 0.30.0, which no "
