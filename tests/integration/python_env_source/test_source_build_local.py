@@ -224,7 +224,8 @@ def test_lock_lists_the_built_wheel(lab):
 def test_both_nodes_install_the_same_bytes_offline(lab):
     wh = lab.wheelhouse("testext-1.0")
     lock = lock_entries(wh / "lock.txt")
-    sync = lab.first["tasks"]["Sync the venv to the lock, offline (exactly the locked set, hashes checked)"]
+    # the sync runs as an async job; its wait returns the job's own result (the command's argv)
+    sync = lab.first["tasks"]["Wait for the venv sync, printing progress (the venv's size so far)"]
     sets = {}
     for host in HOSTS:
         argv = sync[host]["cmd"]
