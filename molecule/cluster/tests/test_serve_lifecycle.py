@@ -2,25 +2,18 @@
 stream, self-recovery after a killed rank, fail-fast on a load that dies, API key enforcement.
 Each test leaves tiny-llama served with the inventory's settings (the sim's generated API key)."""
 import json
-import os
 import threading
 import time
 import urllib.error
 import urllib.request
 
-import testinfra
 
-from conftest import FABRIC_IP, api_key, failures, recap, run_module, run_playbook, unit_started_at, wait_for
+from conftest import FABRIC_IP, api_key, failures, node, recap, run_module, run_playbook, unit_started_at, wait_for
 
 UNIT = "llmfleet-serve-tiny-llama"
 ENV_DIR = "/etc/llmfleet"
 API = f"http://{FABRIC_IP['spark1']}:8000"
 KEY = "sim-test-key-0123456789"  # set by the first check; the next one removes it again
-
-
-def node(name):
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}")
 
 
 def starts():
