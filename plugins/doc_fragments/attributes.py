@@ -48,3 +48,21 @@ attributes:
   platform:
     platforms: posix
 """
+
+    # Modules that read the host and keep what they read in a cache file for the next run
+    # (engine_flags): check mode reads as a real run does, so its result is the same.
+    READ_CACHED = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+    details: >-
+      Reads as a real run does (read-only commands included), so the result is the same; a cache
+      file that is missing is reported as a change and not written.
+  diff_mode:
+    support: partial
+    details: Shows that a cache file would be created, not its content.
+  platform:
+    support: full
+    platforms: posix
+"""

@@ -213,3 +213,35 @@ def check_argv(argv, help_index, engine, engine_version=None, profile=None):
 def check(argv, help_text, engine, engine_version=None, profile=None):
     """parse_help() + check_argv() in one call."""
     return check_argv(argv, parse_help(help_text), engine, engine_version, profile)
+
+
+# The cache file name holds the version: it must stay one plain path component.
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]*$")
+
+
+def help_cache_name(engine, engine_version):
+    """'<engine>-<version>-help.txt': one cached `--help` per engine build (the serve role's format)."""
+    for what, value in (("engine", engine), ("engine version", engine_version)):
+        if not _VERSION.match(str(value or "")):
+            raise ValueError(f"{what} {value!r} cannot name a help cache file")
+    return f"{engine}-{engine_version}-help.txt"
+
+
+def cache_text(help_stdout):
+    """What the cache holds: the help's stdout without trailing newlines, plus one."""
+    return help_stdout.rstrip("\r\n") + "\n"
+
+
+def refusal_message(host, engine, engine_version, profile_name, errors):
+    """The failure message of a refused command line (tests and docs grep its wording)."""
+    return (f"{host}: {engine} {engine_version} would refuse profile {profile_name}: {'; '.join(errors)}. "
+            "Nothing was stopped or started. Fix the profile's args/gates (or llmfleet_serve_profiles_extra), "
+            "or install an engine release that has these flags.")
+
+
+def summary_message(engine, engine_version, result):
+    """One line for a passed check: how many flags the build knows, and its warnings."""
+    text = f"{len(result['flags'])} flags known to {engine} {engine_version}"
+    if result["warnings"]:
+        text += "; warnings: " + "; ".join(result["warnings"])
+    return text

@@ -85,15 +85,23 @@ options:
   limit_nofile:
     description:
       - C(LimitNOFILE=) of the unit. A value above the service manager's hard limit fails the unit
-        at exec (status 205/LIMITS); the serve role passes at most PID 1's hard limit.
+        at exec (status 205/LIMITS); see O(limits_from_pid1).
     type: int
     default: 20000
   limit_memlock:
     description:
       - C(LimitMEMLOCK=) of the unit (C(infinity) or bytes), since RDMA/RoCE registers NCCL's buffers.
-        The serve role passes at most PID 1's hard limit (a higher one fails at exec, 205/LIMITS).
+        A higher one than PID 1's hard limit fails at exec (205/LIMITS); see O(limits_from_pid1).
     type: str
     default: infinity
+  limits_from_pid1:
+    description:
+      - Lower O(limit_nofile) and O(limit_memlock) to the hard limits of PID 1 (the service manager,
+        read from C(/proc/1/limits)) where those are lower, since a unit asking for more fails at
+        exec (205/LIMITS in a container). An unreadable C(/proc/1/limits) leaves them as given.
+      - RV(limit_nofile) and RV(limit_memlock) return what the unit got.
+    type: bool
+    default: false
   hardening:
     description: Add the systemd sandboxing options.
     type: bool
@@ -169,6 +177,16 @@ restarted:
   description: Whether the engine was (re)started by this run.
   type: bool
   returned: always
+limit_nofile:
+  description: C(LimitNOFILE=) of the unit (after O(limits_from_pid1)).
+  type: int
+  returned: always
+  sample: 20000
+limit_memlock:
+  description: C(LimitMEMLOCK=) of the unit (after O(limits_from_pid1)).
+  type: str
+  returned: always
+  sample: infinity
 healthy_after:
   description: Seconds from (re)start to ready; 0 when nothing was started.
   type: float
@@ -194,8 +212,11 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.llmfleet.cluster.plugins.module_utils import chat_output, serve_unit
+from ansible_collections.llmfleet.cluster.plugins.module_utils import chat_output, raynet, serve_unit
 
+
+# The service manager's limits: a unit asking above its hard limits fails at exec.
+PID1_LIMITS = '/proc/1/limits'
 
 # 'activating' is also a crash loop's wait between restarts (SubState auto-restart): a unit there
 # has no process now but starts its old argv when the timer fires, so it counts as running (an old
@@ -339,6 +360,7 @@ def main():
             memory_max=dict(type='str', default=''),
             limit_nofile=dict(type='int', default=20000),
             limit_memlock=dict(type='str', default='infinity'),
+            limits_from_pid1=dict(type='bool', default=False),
             stop_timeout=dict(type='int', default=60),
             hardening=dict(type='bool', default=True),
             health_url=dict(type='str', default=''),
@@ -355,17 +377,23 @@ def main():
     )
     p = module.params
     s = Server(module)
+    limit_nofile, limit_memlock = p['limit_nofile'], p['limit_memlock']
+    if p['limits_from_pid1']:
+        pid1 = s.read(PID1_LIMITS) or ''
+        limit_nofile = raynet.clamp_nofile(limit_nofile, pid1)
+        limit_memlock = raynet.clamp_memlock(limit_memlock, pid1)
     digest = serve_unit.serve_hash(p['argv'], p['env'], p['release'] + '/' + p['group_hash'], p['secret_env'])
     unit_text = serve_unit.render_unit(
         p['name'], p['argv'], p['user'], p['group'], p['env_files'] + [s.env_path], p['workdir'],
         p['description'], digest, memory_max=p['memory_max'], hardening=p['hardening'],
-        limit_nofile=p['limit_nofile'], limit_memlock=p['limit_memlock'], kill_timeout=p['stop_timeout'])
+        limit_nofile=limit_nofile, limit_memlock=limit_memlock, kill_timeout=p['stop_timeout'])
     try:
         env_text = serve_unit.render_env(dict(p['env'], **p['secret_env']))
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     before = s.read(s.unit)
     result = dict(changed=False, unit=s.unit, hash=digest, restarted=False,
+                  limit_nofile=limit_nofile, limit_memlock=limit_memlock,
                   diff={'before': before or '', 'after': unit_text if p['state'] != 'absent' else '',
                         'before_header': s.unit, 'after_header': s.unit})
 

@@ -176,3 +176,39 @@ def test_the_sglang_launcher_is_understood():
     args = ["/v/bin/python", "/opt/llmfleet/lib/llmfleet_sglang_launch.py", "--model-path", "m", "--tp-size", "1"]
     out = flagcheck.check_argv(args, HELP["sglang-0.5.23"], "sglang", "0.5.23")
     assert out["ok"] and out["flags"] == ["--model-path", "--tp-size"]
+
+
+# ------------------------------------------------------------------------------------------------
+# the help cache (engine_flags module): its file name and content
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("engine, version, name", [
+    ("vllm", "0.32.0+cpu", "vllm-0.32.0+cpu-help.txt"),
+    ("sglang", "0.5.10.post1", "sglang-0.5.10.post1-help.txt"),
+    ("vllm", "0.19.1rc1.dev42+g1234abc", "vllm-0.19.1rc1.dev42+g1234abc-help.txt"),
+    ("vllm", "../../etc/x", None),
+    ("vllm", "", None),
+    ("vllm", "0.1 beta", None),
+    ("../vllm", "0.32.0", None),
+])
+def test_help_cache_name(engine, version, name):
+    if name is None:
+        with pytest.raises(ValueError, match="cannot name a help cache file"):
+            flagcheck.help_cache_name(engine, version)
+    else:
+        assert flagcheck.help_cache_name(engine, version) == name
+
+
+@pytest.mark.parametrize("stdout, cached", [
+    ("usage: x\n", "usage: x\n"),
+    ("usage: x\n\n\n", "usage: x\n"),
+    ("usage: x\r\n", "usage: x\n"),
+    ("usage: x", "usage: x\n"),
+])
+def test_cache_text_is_stdout_plus_one_newline(stdout, cached):
+    assert flagcheck.cache_text(stdout) == cached
+
+
+def test_summary_names_count_build_and_warnings():
+    result = {"flags": ["--a", "--b"], "warnings": ["w1", "w2"]}
+    assert flagcheck.summary_message("vllm", "0.32.0", result) == "2 flags known to vllm 0.32.0; warnings: w1; w2"
+    assert flagcheck.summary_message("vllm", "0.32.0", dict(result, warnings=[])) == "2 flags known to vllm 0.32.0"

@@ -1,4 +1,6 @@
 """llm_server in check mode on a host without systemd (the GPU test VMs): it still renders the unit."""
+from pathlib import Path
+
 import pytest
 
 
@@ -86,3 +88,31 @@ def test_new_files_restart_a_crash_looping_unit_now(monkeypatch, tmp_path, activ
     assert not res['failed'], res
     assert res['restarted']
     assert calls(log) == ['daemon-reload', 'enable', verb]
+
+
+LIMITS = Path(__file__).resolve().parents[2] / 'fixtures' / 'limits'
+PODMAN_MEMLOCK = ('Limit                     Soft Limit           Hard Limit           Units     \n'
+                  'Max locked memory         8388608              8388608              bytes     \n')
+
+
+# limits_from_pid1, requested (nofile, memlock), PID 1's /proc/1/limits, the unit's LimitNOFILE= / LimitMEMLOCK=
+@pytest.mark.parametrize('clamp, nofile, memlock, pid1, want_nofile, want_memlock', [
+    (True, 65536, 'infinity', 'controller_pid1.txt', 32768, 'infinity'),   # above the hard limit: lowered
+    (True, 20000, 'infinity', 'controller_pid1.txt', 20000, 'infinity'),   # below: as asked
+    (True, 20000, 'infinity', PODMAN_MEMLOCK, 20000, '8388608'),            # the sim's podman memlock
+    (True, 65536, 'infinity', None, 65536, 'infinity'),                     # unreadable: as asked
+    (False, 65536, 'infinity', 'controller_pid1.txt', 65536, 'infinity'),  # off: as asked
+])
+def test_limits_from_pid1(monkeypatch, tmp_path, clamp, nofile, memlock, pid1, want_nofile, want_memlock):
+    empty = tmp_path / 'bin'
+    empty.mkdir()
+    limits = tmp_path / 'pid1_limits'
+    if pid1:
+        limits.write_text((LIMITS / pid1).read_text() if pid1.endswith('.txt') else pid1)
+    monkeypatch.setattr(llm_server, 'PID1_LIMITS', str(limits))
+    res = run(monkeypatch, dict(args(tmp_path, True), limit_nofile=nofile, limit_memlock=memlock,
+                                limits_from_pid1=clamp), empty)
+    assert not res['failed'], res
+    assert 'LimitNOFILE=%d\n' % want_nofile in res['diff']['after']
+    assert 'LimitMEMLOCK=%s\n' % want_memlock in res['diff']['after']
+    assert (res['limit_nofile'], res['limit_memlock']) == (want_nofile, want_memlock)
