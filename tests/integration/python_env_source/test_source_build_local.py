@@ -137,7 +137,7 @@ class Lab:
         env = localplay.ansible_env(self.work, ANSIBLE_CACHE_PLUGIN="memory",
                                     ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
         extra = {"ansible_become": False, "python_env_variant_name": variant,
-                 "python_env_variant_dir": str(self.variants), "llmfleet_release": release,
+                 "llmfleet_variants_dir": str(self.variants), "llmfleet_release": release,
                  "python_env_controller_cache": str(self.cache), "python_env_system_packages": False,
                  "python_env_build_poll": 1, **extra}
         t0 = time.monotonic()
