@@ -179,7 +179,7 @@ def _read(path):
     try:
         with open(path, 'rb') as handle:
             return handle.read().decode('utf-8', 'replace')
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
@@ -189,7 +189,7 @@ def _sha1(path):
         with open(path, 'rb') as handle:
             for block in iter(lambda: handle.read(1 << 20), b''):
                 digest.update(block)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     return digest.hexdigest()
 
