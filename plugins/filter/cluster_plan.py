@@ -56,8 +56,62 @@ def cluster_plan(host, groups, hostvars):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+class _Memo:
+    """One host's variables, each templated once: Ansible's hostvars template a value on every read,
+    and planning every host reads every host's variables (O(hosts^2) templating without this)."""
+
+    def __init__(self, values):
+        self._values, self._seen = values, {}
+
+    def _read(self, name):
+        if name not in self._seen:
+            self._seen[name] = (name in self._values, self._values[name] if name in self._values else None)
+        return self._seen[name]
+
+    def __contains__(self, name):
+        return self._read(name)[0]
+
+    def __getitem__(self, name):
+        present, value = self._read(name)
+        if not present:
+            raise KeyError(name)
+        return value
+
+    def get(self, name, default=None):
+        present, value = self._read(name)
+        return value if present else default
+
+
+class _MemoHostvars:
+    """hostvars whose hosts' variables are read through _Memo."""
+
+    def __init__(self, hostvars):
+        self._hostvars, self._hosts = hostvars, {}
+
+    def get(self, host, default=None):
+        if host not in self._hosts:
+            values = self._hostvars.get(host)
+            self._hosts[host] = _Memo(values) if values is not None else None
+        return self._hosts[host] if self._hosts[host] is not None else default
+
+    def __getitem__(self, host):
+        values = self.get(host)
+        if values is None:
+            raise KeyError(host)
+        return values
+
+    def __contains__(self, host):
+        return self.get(host) is not None
+
+
+def cluster_plans(hosts, groups, hostvars):
+    """{host: plan} for every host of `hosts`, each host's variables templated once."""
+    memo = _MemoHostvars(hostvars)
+    return {str(host): cluster_plan(host, groups, memo) for host in hosts}
+
+
 class FilterModule:
     """llmfleet.cluster cluster plan filter."""
 
     def filters(self):
-        return {'cluster_plan': cluster_plan}
+        return {'cluster_plan': cluster_plan, 'cluster_plans': cluster_plans}

@@ -42,6 +42,20 @@ PROBE = ("import json, ray; ray.init(address='%s:6379', logging_level='ERROR', l
          "print('STATE', json.dumps(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))" % RAY_HEAD_IP)
 
 
+def inventory_dir():
+    """The inventory the checks address hosts through: molecule's (its generated file beside the
+    linked sim hosts.yml/group_vars), else the sim's."""
+    molecule = os.environ.get("MOLECULE_INVENTORY_FILE")
+    return os.path.dirname(molecule) if molecule else SIM_INVENTORY
+
+
+def node(name):
+    """A testinfra host of the lab. Its commands go over ssh through the control sockets that
+    ansible.cfg's control_path names (shared with the ansible runs): no handshake per command."""
+    import testinfra  # pylint: disable=import-outside-toplevel
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory_dir()}")
+
+
 def alive_ray_ips(head_host):
     """Fabric IPs of the alive Ray nodes, as the head's GCS sees them (head_host: a testinfra host)."""
     out = head_host.check_output(f"runuser -u llmfleet -- {VENV}/bin/python -c \"{PROBE}\" 2>/dev/null | grep ^STATE")

@@ -4,13 +4,15 @@ import os
 import sys
 import time
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "tests", "lib"))
 
 # re-exported for the check files (from conftest import ...)
 from lab import (  # noqa: E402,F401 pylint: disable=unused-import,wrong-import-position
     FABRIC_IP, MGMT_IP, PROBE, ROOT, SIM_INVENTORY, VENV, alive_ray_ips, ansible_bin, api_headers, api_key, failures, recap,
-    run_ansible, run_module, run_playbook, unit_started_at, wait_for)
+    inventory_dir, node, run_ansible, run_module, run_playbook, unit_started_at, wait_for)
 
 
 # Checks that show a known product gap go here as "file::test" ids: they then run only with
@@ -31,7 +33,6 @@ LAST = ("test_upgrade.py", "test_teardown.py")
 
 
 def pytest_collection_modifyitems(config, items):
-    import pytest
     items.sort(key=lambda item: LAST.index(os.path.basename(str(item.fspath))) + 1
                if os.path.basename(str(item.fspath)) in LAST else 0)  # stable: file order otherwise
     if os.environ.get("LLMFLEET_CLUSTER_EXTENDED") == "1":
@@ -51,6 +52,15 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_setup(item):
     deadline = float(os.environ.get("LLMFLEET_TEST_DEADLINE") or 0)
     if deadline and time.time() > deadline:
-        import pytest
         pytest.skip("TIME BUDGET: `make test` passed LLMFLEET_TEST_DEADLINE "
                     f"({time.strftime('%H:%M:%S', time.localtime(deadline))}); this check did not run")
+
+
+# Each check's wall time as it ends, with the clock: a run that CI kills (or a session that stops)
+# still leaves every finished check's time in the log; pytest's --durations table prints only at
+# the very end.
+@pytest.fixture(autouse=True)
+def check_time(request):
+    t0 = time.monotonic()
+    yield
+    print(f"\n[{time.strftime('%H:%M:%S')}] CHECK TIME {request.node.nodeid}: {time.monotonic() - t0:.1f}s")

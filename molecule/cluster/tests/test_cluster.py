@@ -4,19 +4,8 @@ import socket
 import urllib.request
 
 import pytest
-import testinfra
 
-from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, api_headers, recap, run_playbook, wait_for
-
-INVENTORY = None
-
-
-def node(name):
-    global INVENTORY
-    import os
-    # molecule's inventory directory: its generated file plus the linked sim hosts.yml/group_vars
-    INVENTORY = INVENTORY or os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, api_headers, node, recap, run_playbook, wait_for
 
 
 # ----------------------------------------------------------------------------- Ray

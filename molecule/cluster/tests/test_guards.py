@@ -6,17 +6,11 @@ import os
 import time
 
 import pytest
-import testinfra
 
-from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, failures, recap, run_playbook, unit_started_at, wait_for
+from conftest import FABRIC_IP, MGMT_IP, alive_ray_ips, failures, node, recap, run_playbook, unit_started_at, wait_for
 
 VENV = "/opt/llmfleet/venvs/current"
 SERVE_UNIT = "llmfleet-serve-tiny-llama"
-
-
-def node(name):
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}")
 
 
 def serve_starts():

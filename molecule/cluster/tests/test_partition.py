@@ -21,28 +21,19 @@ every rank (3 failed probes 30 s apart + an engine reload, 96 s in test_serve_li
 The test takes ~55 s.
 """
 import json
-import os
 import threading
 import time
 import urllib.error
 import urllib.request
 
-import testinfra
 
-from conftest import FABRIC_IP, alive_ray_ips, api_headers, run_playbook, wait_for
+from conftest import FABRIC_IP, alive_ray_ips, api_headers, node, run_playbook, wait_for
 
 CUT_S = 30
 RECOVERY_BOUND_S = 300
 TABLE = "inet llmfleet_test_cut"
 TIMER = "llmfleet-test-uncut"  # transient (systemd-run --collect): gone once it fired
 API = f"http://{FABRIC_IP['spark1']}:8000"
-INVENTORY = None
-
-
-def node(name):
-    global INVENTORY
-    INVENTORY = INVENTORY or os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
 
 
 def fabric_nic(h, ip):

@@ -10,22 +10,14 @@ import re
 import urllib.request
 
 import pytest
-import testinfra
 import yaml
 
-from conftest import FABRIC_IP, api_headers, wait_for
+from conftest import FABRIC_IP, api_headers, node, wait_for
 
-INVENTORY = None
 UNIT = "llmfleet-serve-tiny-llama"
 SERVING = ("spark1", "spark2")
 DEFAULTS = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                             "roles", "safeguards", "defaults", "main.yml")))
-
-
-def node(name):
-    global INVENTORY
-    INVENTORY = INVENTORY or os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
 
 
 def props(h, unit, *names):

@@ -12,18 +12,12 @@ import urllib.error
 import urllib.request
 
 import pytest
-import testinfra
 
-from conftest import FABRIC_IP, MGMT_IP, ROOT, api_key, failures, run_playbook
+from conftest import FABRIC_IP, MGMT_IP, ROOT, api_key, failures, node, run_playbook
 
 UNIT = "llmfleet-serve-tiny-llama"
 API = f"http://{FABRIC_IP['spark1']}:8000"
 SIM_KEY = os.path.expanduser("~/.cache/llmfleet/simlab/ssh/id_ed25519")
-
-
-def node(name):
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}")
 
 
 def guarded_ports(host):

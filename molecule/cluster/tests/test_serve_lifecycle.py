@@ -1,26 +1,19 @@
 """Serve lifecycle on the sim (issue 7): restart on change, no-op otherwise, drain of an in-flight
 stream, self-recovery after a killed rank, fail-fast on a load that dies, API key enforcement.
-Each test leaves tiny-llama served with the inventory's settings (the sim's generated API key)."""
+The file leaves tiny-llama served with the inventory's settings (the sim's generated API key)."""
 import json
-import os
 import threading
 import time
 import urllib.error
 import urllib.request
 
-import testinfra
 
-from conftest import FABRIC_IP, api_key, failures, recap, run_module, run_playbook, unit_started_at, wait_for
+from conftest import FABRIC_IP, api_key, failures, node, recap, run_module, run_playbook, unit_started_at, wait_for
 
 UNIT = "llmfleet-serve-tiny-llama"
 ENV_DIR = "/etc/llmfleet"
 API = f"http://{FABRIC_IP['spark1']}:8000"
 KEY = "sim-test-key-0123456789"  # set by the first check; the next one removes it again
-
-
-def node(name):
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}")
 
 
 def starts():
@@ -48,9 +41,22 @@ def variant(name, **fields):
             "llmfleet_serve_profiles_extra": {name: dict({"extends": "sim-tiny-llama"}, **fields)}}
 
 
+def test_a_process_dying_during_load_fails_fast_with_its_log():
+    """First, so that the next check's engine load (a changed flag and key) is also the way back
+    from a failed load: one load fewer than restoring the inventory's profile here."""
+    # vLLM refuses a context longer than the model's (2048) at start: the rank exits during load
+    rc, out, seconds = run_playbook("playbooks/serve.yml",
+                                    extra_vars=variant("sim-tiny-llama-toolong", args={"--max-model-len": 100000}))
+    assert rc != 0
+    assert "died while loading" in out
+    assert "max_model_len" in out or "max-model-len" in out  # the journal's last lines came along
+    assert seconds < 400, "a dead engine must not wait for the 30 min health timeout"
+
+
 def test_a_changed_flag_and_api_key_restart_every_rank_then_an_unchanged_run_is_a_noop(monkeypatch):
     """One engine load for both changes (the suite's time budget): a flag in the profile and a
-    secret from the env each change the hash; both must reach every rank."""
+    secret from the env each change the hash; both must reach every rank. It starts from the failed
+    load of the check before: serving again after one is part of what it shows."""
     key = KEY
     monkeypatch.setenv("LLMFLEET_API_KEY", key)
     changed = variant("sim-tiny-llama-seqs3", args={"--max-num-seqs": 3})
@@ -151,16 +157,3 @@ def test_stopped_stops_a_unit_waiting_between_crash_loop_restarts():
     finally:
         rc, _out = run_module("spark2", "llmfleet.cluster.llm_server", {"name": name, "state": "absent"})
     assert rc == 0 and not spark2.file(f"/etc/systemd/system/{name}.service").exists
-
-
-def test_a_process_dying_during_load_fails_fast_with_its_log():
-    # vLLM refuses a context longer than the model's (2048) at start: the rank exits during load
-    rc, out, seconds = run_playbook("playbooks/serve.yml",
-                                    extra_vars=variant("sim-tiny-llama-toolong", args={"--max-model-len": 100000}))
-    assert rc != 0
-    assert "died while loading" in out
-    assert "max_model_len" in out or "max-model-len" in out  # the journal's last lines came along
-    assert seconds < 400, "a dead engine must not wait for the 30 min health timeout"
-    rc, out, _secs = run_playbook("playbooks/serve.yml")
-    assert rc == 0, failures(out)
-    assert json.loads(chat().read())["usage"]["completion_tokens"] == 8

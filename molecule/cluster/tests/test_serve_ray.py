@@ -7,14 +7,12 @@ and --reasoning-parser deepseek_r1; then it puts the inventory's profile back (a
 PP=2 over Ray is one more engine load: opt-in (EXTENDED in conftest.py).
 """
 import json
-import os
 import re
 
 import pytest
-import testinfra
 import yaml
 
-from conftest import FABRIC_IP, VENV, api_key, failures, recap, run_module, run_playbook
+from conftest import FABRIC_IP, VENV, api_key, failures, node, recap, run_module, run_playbook
 
 API = f"http://{FABRIC_IP['spark1']}:8000"
 MODEL = "tiny-llama"
@@ -25,11 +23,6 @@ ACTORS = ("import json, ray; ray.init(address='10.231.1.11:6379', logging_level=
           "from ray._private.state import actors; "
           "print('STATE', json.dumps([[a['ActorClassName'], a['Address']['IPAddress'], a['State']] "
           "for a in actors().values()]))")
-
-
-def node(name):
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}")
 
 
 def serve(profile=None):

@@ -1,21 +1,14 @@
 """SGLang on the Thors (serving group `thors` of the sim): TP=2 over --nnodes, its own endpoint,
 the official `openai` client with the API key, and the key in no process's command line."""
-import os
 
 import pytest
-import testinfra
 from openai import AuthenticationError, OpenAI
 
-from conftest import FABRIC_IP
+from conftest import FABRIC_IP, node
 
 UNIT = "llmfleet-serve-tiny-llama-sglang"
 MODEL = "tiny-llama-sglang"
 BASE_URL = f"http://{FABRIC_IP['thor1']}:8000/v1"
-
-
-def node(name):
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}")
 
 
 def unit_key():

@@ -11,12 +11,10 @@ Measured on the 2-core box: the three tests 210 s (teardown.yml 133 s, most of i
 engines and Ray; the --check purge run and the idempotence run the rest); `make demo` afterwards
 converged and served again in 4 min 34 s (validate.yml all PASS).
 """
-import os
 
 import pytest
-import testinfra
 
-from conftest import FABRIC_IP, failures, recap, run_playbook
+from conftest import FABRIC_IP, failures, node, recap, run_playbook
 
 HOSTS = sorted(FABRIC_IP)
 SERVING = ("spark1", "spark2")
@@ -28,13 +26,6 @@ NODE_CONFIG = ("/etc/llmfleet/comm.env", "/etc/llmfleet/engine.env", "/etc/llmfl
 # what the collection leaves on purpose after a teardown: the host protection of the safeguards role
 HOST_PROTECTION = {"/etc/systemd/system/ssh.service.d/50-llmfleet-oom.conf",
                    "/etc/systemd/system/earlyoom.service.d/50-llmfleet-container.conf"}
-INVENTORY = None
-
-
-def node(name):
-    global INVENTORY
-    INVENTORY = INVENTORY or os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
 
 
 def llmfleet_units(h):

@@ -9,10 +9,9 @@ leaves serving untouched. The lab ends on B (see the order note below)."""
 import json
 import os
 
-import testinfra
 import yaml
 
-from conftest import ROOT, api_headers, failures, recap, run_playbook
+from conftest import ROOT, api_headers, failures, node, recap, run_playbook
 
 UNIT = "llmfleet-serve-tiny-llama"
 PATCHES = os.path.join(ROOT, "molecule", "cluster", "patches")
@@ -33,11 +32,6 @@ RELEASE_C = RELEASE_A + "-broken"  # vLLM 0.32.0 again, broken on purpose after 
 HOSTS = ("spark1", "spark2")  # the vLLM group, on llmfleet_release
 THORS = {"thor1": SIM_VARS["llmfleet_serve_groups"]["thors"]["release"],
          "thor2": SIM_VARS["llmfleet_serve_groups"]["thors"]["release"]}
-
-
-def node(name):
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={inventory}")
 
 
 def current(name):

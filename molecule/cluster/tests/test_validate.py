@@ -12,30 +12,19 @@ import sys
 from pathlib import Path
 
 import pytest
-import testinfra
 
-from conftest import FABRIC_IP, alive_ray_ips, wait_for
+from conftest import FABRIC_IP, alive_ray_ips, inventory_dir, node, wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 LINE_RE = re.compile(r"^\s*(PASS|WARN|FAIL) (\S+): ([^:]+): (.+)$", re.M)
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
-INVENTORY = None
-
-
-def node(name):
-    global INVENTORY
-    # molecule's inventory directory: its generated file plus the linked sim hosts.yml/group_vars
-    INVENTORY = INVENTORY or os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
-
 
 def playbook(tmp, name, *args, timeout=900):
-    node("spark1")  # sets INVENTORY
     # molecule exports ANSIBLE_FORCE_COLOR=1 to its verifier, which beats ANSIBLE_NOCOLOR
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
            "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp / "facts"), "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([str(BIN / "ansible-playbook"), str(ROOT / "playbooks" / name), "-i", INVENTORY, *args],
+    proc = subprocess.run([str(BIN / "ansible-playbook"), str(ROOT / "playbooks" / name), "-i", inventory_dir(), *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     out = ANSI_RE.sub("", proc.stdout + proc.stderr)
     return {"rc": proc.returncode, "raw": out, "flat": " ".join(out.split()),

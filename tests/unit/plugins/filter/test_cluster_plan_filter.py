@@ -9,7 +9,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
 
-from ansible_collections.llmfleet.cluster.plugins.filter.cluster_plan import cluster_plan
+from ansible_collections.llmfleet.cluster.plugins.filter.cluster_plan import cluster_plan, cluster_plans
 from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import VARIANTS_DIR, engine_variant, serve_group_of
 from ansible_collections.llmfleet.cluster.plugins.filter.topology import FilterModule as Topology
 
@@ -72,3 +72,42 @@ def test_a_site_variants_dir_chooses_and_locates_the_variant(tmp_path):
     hostvars._inventory.get_host("spark1").set_variable("llmfleet_variants_dir", str(tmp_path))
     plan = cluster_plan("spark1", groups, hostvars)
     assert (plan["variant"], plan["variants_dir"], plan["variant_file"]) == ("cpu", str(tmp_path), str(tmp_path / "cpu.yml"))
+
+
+@pytest.mark.parametrize("names", [[n] for n in SHIPPED] + [["lab", "lab-twin"]], ids="+".join)
+def test_planning_every_host_at_once_gives_each_hosts_own_plan(names):
+    hostvars, groups = load(*names)
+    assert cluster_plans(groups["all"], groups, hostvars) == {h: cluster_plan(h, groups, hostvars) for h in groups["all"]}
+
+
+class CountingHostvars(dict):
+    """hostvars that count how often each (host, variable) is read, as Ansible templates each read."""
+
+    reads = {}
+
+    def get(self, host, default=None):
+        values = super().get(host)
+        if values is None:
+            return default
+        counts = self.reads
+
+        class Vars(dict):
+            def __getitem__(self, name):
+                counts[(host, name)] = counts.get((host, name), 0) + 1
+                return dict.__getitem__(self, name)
+
+            def get(self, name, default=None):
+                return self[name] if name in self else default
+        return Vars(values)
+
+
+def test_planning_every_host_at_once_reads_each_variable_once():
+    hostvars, groups = load("sim")
+    plain = CountingHostvars({h: {k: hostvars[h][k] for k in hostvars[h]} for h in groups["all"]})
+    CountingHostvars.reads = {}
+    cluster_plans(groups["all"], groups, plain)
+    assert CountingHostvars.reads and max(CountingHostvars.reads.values()) == 1
+    CountingHostvars.reads = {}
+    for host in groups["all"]:
+        cluster_plan(host, groups, plain)
+    assert max(CountingHostvars.reads.values()) > 1  # the per-host filter reads them again: what the memo saves
