@@ -37,8 +37,10 @@ def tree(tmp_path, stamp=True, venv=True, lock=LOCK, cli=None):
     return path, lock_path, sha
 
 
-def stand_in(listing=HELD, pyver="3.11", rc=0):
-    """run_command: the venv's python prints `listing`, the base python its X.Y."""
+def stand_in(listing=None, pyver="3.11", rc=0):
+    """run_command: the venv's python prints `listing` (default HELD), the base python its X.Y."""
+    listing = HELD if listing is None else listing
+
     def commands(argv):
         if argv[0].endswith("/bin/python"):
             return (rc, json.dumps(listing, sort_keys=True) + "\n", "" if rc == 0 else "Traceback\nImportError: boom")
