@@ -20,6 +20,7 @@ BIN = Path(sys.executable).parent
 LINE_RE = re.compile(r"^\s*(PASS|WARN|FAIL) (\S+): ([^:]+): (.+)$", re.M)
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
+
 def playbook(tmp, name, *args, timeout=900):
     # molecule exports ANSIBLE_FORCE_COLOR=1 to its verifier, which beats ANSIBLE_NOCOLOR
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
