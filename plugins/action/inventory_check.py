@@ -90,8 +90,8 @@ def load_variants(variants_dir: str) -> dict[str, t.Any] | None:
 
 
 def load_variant_dirs(hostvars: t.Mapping[str, t.Mapping[str, t.Any]]) -> dict[str, t.Any]:
-    """python_env_variant_dir as the inventory sets it -> the variants read there (None without the dir)."""
-    dirs = {v.get("python_env_variant_dir") for v in hostvars.values()}
+    """llmfleet_variants_dir as the inventory sets it -> the variants read there (None without the dir)."""
+    dirs = {v.get("llmfleet_variants_dir") for v in hostvars.values()}
     return {d: load_variants(os.path.expanduser(d)) for d in dirs if isinstance(d, str) and d}
 
 

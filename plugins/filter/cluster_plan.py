@@ -12,7 +12,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
 from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan as _plan
 from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _groups
-from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import engine_variant, serve_groups
+from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import VARIANTS_DIR, engine_variant, serve_groups
 from ansible_collections.llmfleet.cluster.plugins.filter.serving import serve_profile
 
 
@@ -34,17 +34,24 @@ def cluster_plan(host, groups, hostvars):
     profile = serve_profile(group['profile'], extras or {}) if group else None
     default_profile = serve_profile(default, extras or {}) if default else {}
     # the inventory may pin the variant (python_env_variant_name, as the gate reads it), else it follows
-    # from the group's engine and device and the host's GPU arch
+    # from the group's engine and device and the host's GPU arch, among the files of the variants
+    # directory (llmfleet_variants_dir, else the collection's)
+    try:
+        directory = _plan.variants_dir(inputs, host, VARIANTS_DIR)
+    except _plan.PlanError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
     variant = plain(values['python_env_variant_name']) if values.get('python_env_variant_name') else None
+    variant_error = ''
     if variant is None:
         try:
-            variant = engine_variant(host, groups, hostvars)
-        except AnsibleFilterError:
+            variant = engine_variant(host, groups, hostvars, variant_dir=directory)
+        except AnsibleFilterError as exc:
             # a host that cannot name its engine stack (no GPU arch) gets none here; python_env, the one
-            # role that installs it, resolves it again and stops with the reason
-            variant = ''
+            # role that installs it, stops with this reason
+            variant, variant_error = '', str(exc)
     try:
-        return _plan.host_plan(host, plain(groups), inputs, planned, profile, variant, default_profile)
+        return _plan.host_plan(host, plain(groups), inputs, planned, profile, variant, default_profile,
+                               VARIANTS_DIR, variant_error)
     except _plan.PlanError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 

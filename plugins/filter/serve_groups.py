@@ -76,7 +76,7 @@ def _load_variants(variant_dir):
         entries = sorted(e for e in os.listdir(variant_dir) if e.endswith(('.yml', '.yaml')) and not e.startswith('.'))
         stats = tuple((e, os.stat(os.path.join(variant_dir, e)).st_mtime_ns) for e in entries)
     except OSError as exc:
-        raise AnsibleFilterError('engine_variant: cannot read the variants directory %s (%s); fix python_env_variant_dir'
+        raise AnsibleFilterError('engine_variant: cannot read the variants directory %s (%s); fix llmfleet_variants_dir'
                                  % (variant_dir, exc)) from exc
     key = (variant_dir, stats)
     if key not in _VARIANTS_CACHE:
@@ -103,7 +103,7 @@ def engine_variant(host, groups, hostvars, release=None, variant_dir=None):
     (default vllm) on the device of llmfleet_serve_profile.
 
     release: the release to install (default: its group's release, else llmfleet_release).
-    variant_dir: the variants directory (default: python_env_variant_dir when the inventory sets it,
+    variant_dir: the variants directory (default: llmfleet_variants_dir when the inventory sets it,
     else the collection's roles/python_env/vars/variants)."""
     group = serve_group_of(host, groups, hostvars)
     if group:
@@ -120,7 +120,7 @@ def engine_variant(host, groups, hostvars, release=None, variant_dir=None):
             release_var = 'llmfleet_serve_groups.%s.release' % group['name']
     elif release != inventory_release:
         release_var = 'engine_variant release'
-    variant_dir = variant_dir or _var(hostvars, host, 'python_env_variant_dir') or VARIANTS_DIR
+    variant_dir = variant_dir or _var(hostvars, host, 'llmfleet_variants_dir') or VARIANTS_DIR
     try:
         return _release.select_variant(engine, device, _var(hostvars, host, 'llmfleet_gpu_arch'), release,
                                        _load_variants(variant_dir), release_var)

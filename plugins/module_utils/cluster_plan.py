@@ -14,6 +14,8 @@ Paths come from one prefix (``common_prefix``, default /opt/llmfleet) and one co
 directory (``common_config_dir``, default /etc/llmfleet).
 """
 
+import os
+
 from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _groups
 from ansible_collections.llmfleet.cluster.plugins.module_utils import topology as _topology
 
@@ -27,7 +29,7 @@ CURRENT = 'current'
 INPUTS = (
     'llmfleet_cluster', 'llmfleet_fabric_ip', 'llmfleet_gpu_arch', 'llmfleet_gpus_per_node', 'llmfleet_release',
     'serve_host', 'serve_unit_prefix', 'common_prefix', 'common_config_dir', 'common_service_user',
-    'common_service_group', 'common_service_home', 'ray_node_port', 'ray_node_firewall',
+    'common_service_group', 'common_service_home', 'ray_node_port', 'ray_node_firewall', 'llmfleet_variants_dir',
 )
 
 
@@ -45,6 +47,17 @@ def _flag(value):
     if isinstance(value, str):
         return value.strip().lower() in ('1', 'true', 'yes', 'on', 'y', 't')
     return bool(value)
+
+
+def variants_dir(hostvars, host, default=''):
+    """The directory on the controller of the python_env variant files `host` chooses from:
+    ``llmfleet_variants_dir`` (a site's own variants), else ``default`` (the collection's); ``~`` expanded."""
+    directory = _get(hostvars, host, 'llmfleet_variants_dir', default)
+    if not isinstance(directory, str):
+        raise PlanError('%s: llmfleet_variants_dir %r is not a directory path; set it to the directory of your '
+                        'variant files, or leave it unset for the collection\'s' % (host, directory))
+    directory = os.path.expanduser(directory)
+    return directory.rstrip('/') or directory[:1]
 
 
 def paths(prefix=DEFAULT_PREFIX, config_dir=DEFAULT_CONFIG_DIR, release=''):
@@ -99,14 +112,17 @@ def _serve(host, group, profile, unit_prefix, addresses):
                 api_url=url + '/v1' if url else '', profile_spec=profile or {})
 
 
-def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='', default_profile=None):
+def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='', default_profile=None,
+              default_variants_dir='', variant_error=''):
     """The plan of `host` (a plain dict; the fact llmfleet_plan).
 
     groups: the inventory's groups; hostvars: {host: {variable: value}} holding at least INPUTS for
     every host of the inventory; serve_groups: serve_groups.plan() of the host's cluster (its URLs
     are recomputed here from serve_host / the fabric IP); profile: the resolved profile of the
-    host's group; variant: its python_env variant ('' when none can be named); default_profile: the
-    resolved llmfleet_serve_profile (the cluster-wide profile, e.g. whose required_env every Ray node gets).
+    host's group; variant: its python_env variant ('' when none can be named, variant_error saying
+    why); default_profile: the resolved llmfleet_serve_profile (the cluster-wide profile, e.g. whose
+    required_env every Ray node gets); default_variants_dir: the collection's variants directory
+    (``llmfleet_variants_dir`` overrides it), where the variant was chosen and its file lies.
     """
     cluster = _topology.cluster_of(hostvars, host)
     order = list(groups.get('all') or [])
@@ -131,6 +147,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         layout = paths(prefix, config_dir, release)
     except PlanError as exc:
         raise PlanError('%s: %s' % (host, exc)) from exc
+    directory = variants_dir(hostvars, host, default_variants_dir)
     return {
         'host': host,
         'fabric_ip': _get(hostvars, host, 'llmfleet_fabric_ip', ''),
@@ -149,6 +166,9 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'serve': serve,
         'profile_spec': default_profile or {},
         'variant': variant or '',
+        'variant_error': '' if variant else variant_error or '',
+        'variants_dir': directory,
+        'variant_file': '%s/%s.yml' % (directory, variant) if variant and directory else '',
         'release': release,
         'service': {key: _get(hostvars, host, 'common_service_' + key, value) for key, value in DEFAULT_SERVICE.items()},
         'firewall': _flag(_get(hostvars, host, 'ray_node_firewall', True)),

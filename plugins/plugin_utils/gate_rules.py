@@ -57,7 +57,7 @@ RANGE_RULES: tuple[tuple[str, int, int, str], ...] = (
 )
 # Role options of type path read on the controller (``~`` and relative paths are fine there).
 CONTROLLER_PATHS: frozenset[str] = frozenset({
-    "python_env_controller_cache", "python_env_venv_archive_dir", "python_env_variant_dir",
+    "python_env_controller_cache", "python_env_venv_archive_dir", "llmfleet_variants_dir",
     "engine_patches_dir", "models_cache", "models_local_path", "models_hf_python",
 })
 # Ports a node listens on: variable -> service; the ranges and lists are expanded.
@@ -92,13 +92,13 @@ class GateContext:
     variants: t.Mapping[str, t.Any] | None  # variant name -> python_env_variant data (None: not loaded)
     resolved_profiles: t.Mapping[str, t.Any]  # host -> resolved profile dict (only where it resolved)
     patches: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)  # id -> engine_patches patch.yml
-    # python_env_variant_dir set in the inventory -> the variants read there (None: not readable)
+    # llmfleet_variants_dir set in the inventory -> the variants read there (None: not readable)
     variant_dirs: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)
 
     def variants_for(self, host: str) -> t.Mapping[str, t.Any] | None:
-        """The variant files the host's python_env role chooses from: its python_env_variant_dir's, else
-        the shipped ones (None: not loaded)."""
-        directory = self.set_value(host, "python_env_variant_dir")
+        """The variant files the host's plan chooses from: its llmfleet_variants_dir's, else the shipped
+        ones (None: not loaded)."""
+        directory = self.set_value(host, "llmfleet_variants_dir")
         if isinstance(directory, str) and directory:
             return self.variant_dirs.get(directory)
         return self.variants
@@ -441,7 +441,7 @@ def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
         variant = variants.get(name)
         engine = ctx.set_value(host, "llmfleet_engine")
         if not isinstance(variant, t.Mapping):
-            yield Finding(host, f"python_env variant '{name}' does not exist (python_env_variant_dir)",
+            yield Finding(host, f"python_env variant '{name}' does not exist (llmfleet_variants_dir)",
                           f"use one of {', '.join(sorted(variants))} (python_env_variant_name), or install the "
                           "engine yourself and skip the python_env role", (host,), "python_env_variant_name", name,
                           severity="warn")

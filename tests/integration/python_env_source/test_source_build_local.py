@@ -133,15 +133,15 @@ class Lab:
     def wheelhouse(self, release: str) -> Path:
         return self.cache / "wheelhouse" / f"testext-{release}"
 
-    def run(self, variant: str, release: str, *args: str, **extra) -> dict:
+    def run(self, variant: str, release: str, *args: str, tags: str = "python_env_install,python_env_run", **extra) -> dict:
         env = localplay.ansible_env(self.work, ANSIBLE_CACHE_PLUGIN="memory",
                                     ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
         extra = {"ansible_become": False, "python_env_variant_name": variant,
-                 "python_env_variant_dir": str(self.variants), "llmfleet_release": release,
+                 "llmfleet_variants_dir": str(self.variants), "llmfleet_release": release,
                  "python_env_controller_cache": str(self.cache), "python_env_system_packages": False,
                  "python_env_build_poll": 1, **extra}
         t0 = time.monotonic()
-        rc, raw = localplay.run_playbook(PLAYBOOK, self.inventory, extra, "--tags", "python_env_install,python_env_run",
+        rc, raw = localplay.run_playbook(PLAYBOOK, self.inventory, extra, "--tags", tags,
                                          "--skip-tags", "common", *args, env=env, timeout=600)
         tasks, stats = localplay.json_tasks(raw, rc)
         return {"rc": rc, "tasks": tasks, "stats": stats, "raw": raw, "seconds": time.monotonic() - t0}
@@ -258,6 +258,45 @@ def test_second_run_changes_nothing_and_does_not_rebuild(lab):
     assert ran(res, "Start the source build") == []
     assert ran(res, "Ask the controller whether the wheelhouse holds") == ["nodea"]
     assert (wheel.stat().st_ino, wheel.stat().st_mtime_ns, log.stat().st_mtime_ns) == before
+
+
+def test_a_no_op_run_reads_each_venv_once(lab):
+    """The install decision is one module call per node; a venv that holds its lock gets no install task,
+    and the verify reuses that reading (no second listing)."""
+    res = lab.run("testext", "testext-1.0")
+    assert res["rc"] == 0, explain(res)
+    assert ran(res, "Read the release venv against its lock") == list(HOSTS)
+    assert ran(res, "Read the venv against its lock again") == []                     # the verify reuses it
+    reads = [r for name, per_host in res["tasks"].items() if name == "Read the release venv against its lock"
+             for r in per_host.values() if not r.get("skipped")]
+    assert len(reads) == 2 and all(r["reason"] == "matches its lock" and r["listed"] for r in reads), reads
+    assert ran(res, "Install the release venv as chosen") == []
+    assert ran(res, "Stamp the venv") == [] and ran(res, "Check that the engine CLI answers") == []
+
+
+def test_planted_drift_is_caught_then_repaired(lab):
+    """A package version changed by hand behind a good stamp: the verify fails naming it; the install
+    re-syncs that node only (changed on it, nothing on the other) and ends on the locked version."""
+    site = next((lab.work / "nodeb" / "venvs" / "testext-1.0" / "lib").glob("python3*/site-packages"))
+    (meta,) = site.glob("llmfleet_testext-1.0.dist-info/METADATA")
+    meta.write_text(meta.read_text().replace("Version: 1.0", "Version: 9.9"))
+    res = lab.run("testext", "testext-1.0", tags="python_env_run")
+    assert res["rc"] == 2, explain(res)
+    msg = " ".join(res["tasks"]["Assert the venv holds exactly its lock"]["nodeb"]["msg"].split())
+    assert "nodeb: %s/nodeb/venvs/testext-1.0 differs from its lock: llmfleet-testext locked 1.0 installed 9.9;" \
+        % lab.work in msg, msg
+    res = lab.run("testext", "testext-1.0")
+    assert res["rc"] == 0, explain(res)
+    report = " ".join(res["tasks"]["Report drift that the sync below repairs"]["nodeb"]["msg"].split())
+    assert report == "nodeb: %s/nodeb/venvs/testext-1.0 drifted from its lock: llmfleet-testext locked 1.0 " \
+        "installed 9.9; reinstalling it" % lab.work, report
+    assert {h: res["stats"][h]["changed"] >= 1 for h in HOSTS} == {"nodea": False, "nodeb": True}, explain(res)
+    versions = {h: subprocess.run([str(lab.work / h / "venvs" / "testext-1.0" / "bin" / "python"), "-c",
+                                   "import importlib.metadata as m; print(m.version('llmfleet-testext'))"],
+                                  capture_output=True, text=True, check=True, timeout=60).stdout.strip() for h in HOSTS}
+    assert versions == {"nodea": "1.0", "nodeb": "1.0"}
+    res = lab.run("testext", "testext-1.0")
+    assert {h: res["stats"][h]["changed"] for h in HOSTS} == {"nodea": 0, "nodeb": 0}, explain(res)
 
 
 def test_check_mode_with_a_changed_build_env_builds_nothing(lab):

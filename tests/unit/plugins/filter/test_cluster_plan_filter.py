@@ -10,7 +10,7 @@ from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
 
 from ansible_collections.llmfleet.cluster.plugins.filter.cluster_plan import cluster_plan, cluster_plans
-from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import engine_variant, serve_group_of
+from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import VARIANTS_DIR, engine_variant, serve_group_of
 from ansible_collections.llmfleet.cluster.plugins.filter.topology import FilterModule as Topology
 
 INVENTORIES = Path(__file__).resolve().parents[4] / "inventories"
@@ -40,6 +40,7 @@ def test_sim_two_groups_two_engines():
     assert thor1["paths"]["release_venv"] == "/opt/llmfleet/venvs/sim-sglang-0.5.21-cpu"
     assert thor1["env_files"]["serve"] == "/etc/llmfleet/%s.env" % thor1["serve"]["unit"]
     assert thor1["serve"]["profile_spec"]["name"] == "sim-tiny-llama-sglang"
+    assert Path(thor1["variant_file"]).is_file() and Path(spark2["variant_file"]).name == "cpu.yml"
 
 
 @pytest.mark.parametrize("names", [[n] for n in SHIPPED] + [["lab", "lab-twin"]], ids="+".join)
@@ -55,10 +56,22 @@ def test_every_shipped_inventory_plans_as_the_roles_resolved_it(names):
             assert plan["serve"]["profile_spec"]["name"] == group["profile"], host
             assert plan["serve"]["hosts"][plan["serve"]["node_rank"]] == host
         assert plan["variant"] == engine_variant(host, groups, hostvars), host
+        # the file python_env loads: the chosen variant's, in the collection's directory
+        assert plan["variant_file"] == "%s/%s.yml" % (VARIANTS_DIR, plan["variant"]), host
+        assert plan["variants_dir"] == VARIANTS_DIR and plan["variant_error"] == "", host
         want_release = group.get("release") or hostvars[host].get("llmfleet_release") or ""
         assert plan["release"] == want_release, host
         assert plan["paths"]["current"] == "/opt/llmfleet/venvs/current", host
         assert plan["cluster"]["ray_head"] in plan["cluster"]["ray_nodes"], host
+
+
+def test_a_site_variants_dir_chooses_and_locates_the_variant(tmp_path):
+    """llmfleet_variants_dir in the inventory: the plan chooses among its files and points python_env at one."""
+    hostvars, groups = load("sim")
+    (tmp_path / "cpu.yml").write_text("python_env_variant: {name: cpu, engine: vllm, arch: cpu, release: vllm-0.32.0}\n")
+    hostvars._inventory.get_host("spark1").set_variable("llmfleet_variants_dir", str(tmp_path))
+    plan = cluster_plan("spark1", groups, hostvars)
+    assert (plan["variant"], plan["variants_dir"], plan["variant_file"]) == ("cpu", str(tmp_path), str(tmp_path / "cpu.yml"))
 
 
 @pytest.mark.parametrize("names", [[n] for n in SHIPPED] + [["lab", "lab-twin"]], ids="+".join)

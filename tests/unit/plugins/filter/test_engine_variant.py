@@ -58,12 +58,12 @@ def test_a_groups_own_release_is_named_as_such():
 
 
 def test_a_site_variant_dir(tmp_path):
-    """python_env_variant_dir (argument, else the inventory's) holds the files chosen from."""
+    """llmfleet_variants_dir (argument, else the inventory's) holds the files chosen from."""
     for name, release in (("cpu", "vllm-0.40.0"), ("cpu-vllm-0.41.0", "vllm-0.41.0")):
         (tmp_path / (name + ".yml")).write_text(yaml.safe_dump({"python_env_variant": {"release": release}}))
     hostvars = sim(llmfleet_release="site-vllm-0.41.0")
     assert engine_variant("spark1", GROUPS, hostvars, variant_dir=str(tmp_path)) == "cpu-vllm-0.41.0"
-    hostvars["spark1"]["python_env_variant_dir"] = str(tmp_path)
+    hostvars["spark1"]["llmfleet_variants_dir"] = str(tmp_path)
     assert engine_variant("spark1", GROUPS, hostvars) == "cpu-vllm-0.41.0"
     with pytest.raises(AnsibleFilterError, match="available: vllm 0.31.0"):
         engine_variant("spark2", GROUPS, hostvars)  # spark2 reads the shipped files: no 0.41.0 there

@@ -119,3 +119,34 @@ def test_bad_paths_name_host_variable_value(extra, message):
 def test_a_cluster_without_a_head_has_no_ray_address():
     got = cp.host_plan("spark1", dict(GROUPS, ray_head=[]), hostvars(), [], None, "")
     assert (got["cluster"]["ray_head"], got["cluster"]["ray_address"]) == ("", "")
+
+
+# the variants directory: the collection's (the filter hands it in), or the inventory's llmfleet_variants_dir
+@pytest.mark.parametrize("extra, default, variant, error, want", [
+    ({}, "/c/roles/python_env/vars/variants", "cpu", "",
+     {"variants_dir": "/c/roles/python_env/vars/variants", "variant_file": "/c/roles/python_env/vars/variants/cpu.yml",
+      "variant_error": ""}),
+    ({"llmfleet_variants_dir": "/srv/site-variants/"}, "/c/v", "cpu-vllm-0.41.0", "",
+     {"variants_dir": "/srv/site-variants", "variant_file": "/srv/site-variants/cpu-vllm-0.41.0.yml"}),
+    # an empty value is unset: the collection's
+    ({"llmfleet_variants_dir": ""}, "/c/v", "sm_121", "", {"variants_dir": "/c/v", "variant_file": "/c/v/sm_121.yml"}),
+    # no variant: no file, and the reason the role stops with
+    ({}, "/c/v", "", "spark1: no GPU arch", {"variant": "", "variant_file": "", "variant_error": "spark1: no GPU arch"}),
+    # a variant named anyway carries no stale reason
+    ({}, "/c/v", "cpu", "ignored", {"variant_error": ""}),
+])
+def test_variants_dir_and_file(extra, default, variant, error, want):
+    got = cp.host_plan("spark1", GROUPS, hostvars(spark1=extra), [], None, variant, None, default, error)
+    assert {k: got[k] for k in want} == want
+
+
+def test_variants_dir_expands_home(monkeypatch):
+    monkeypatch.setenv("HOME", "/home/op")
+    assert cp.variants_dir({"h": {"llmfleet_variants_dir": "~/variants"}}, "h", "/c/v") == "/home/op/variants"
+    assert cp.variants_dir({"h": {}}, "h", "/c/v") == "/c/v"
+
+
+def test_a_variants_dir_that_is_no_path_names_host_and_variable():
+    with pytest.raises(cp.PlanError) as err:
+        cp.host_plan("spark1", GROUPS, hostvars(spark1={"llmfleet_variants_dir": ["/a"]}), [], None, "cpu", None, "/c/v")
+    assert "spark1: llmfleet_variants_dir ['/a'] is not a directory path" in str(err.value)

@@ -199,13 +199,13 @@ def test_the_release_selects_the_cpu_engine_version(release, variant_name, prese
 
 
 def test_a_site_variant_dir_is_where_the_release_picks_from(tmp_path):
-    """python_env_variant_dir set in the inventory: the gate reads the versions there, as the role does."""
+    """llmfleet_variants_dir set in the inventory: the gate reads the versions there, as the plan does."""
     from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import load_variant_dirs
     for name, release in (("sm_121", "vllm-0.40.0"), ("sm_121-vllm-0.41.0", "vllm-0.41.0")):
         (tmp_path / f"{name}.yml").write_text(
             f"python_env_variant: {{name: {name}, engine: vllm, arch: sm_121, release: {release}}}\n")
     hostvars = lab(common={"llmfleet_release": "site-vllm-0.41.0"},
-                   spark1={"python_env_variant_dir": str(tmp_path)}, spark2={"python_env_variant_dir": str(tmp_path)})
+                   spark1={"llmfleet_variants_dir": str(tmp_path)}, spark2={"llmfleet_variants_dir": str(tmp_path)})
     report = check_inventory(hostvars, GROUPS, profiles=PROFILES, role_specs=SPECS, variants=VARIANTS,
                              patches=PATCHES, variant_dirs=load_variant_dirs(hostvars))
     lines = report.lines()
