@@ -36,6 +36,24 @@ def link_collection() -> Path:
     return link
 
 
+def serve_pair(work: Path) -> Path:
+    """`work` with hosts.yml (two local nodes, a Ray head and a worker, GB10 on RoCE) and
+    preflight_only.yml (the serve role's preflight alone): what the serve role's local tests play."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    (work / "hosts.yml").write_text(yaml.safe_dump({"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "llmfleet_fabric_ip": "127.0.0.1", "llmfleet_gpu_arch": "sm_121",
+                 "fabric_cluster_transport": "roce"},
+        "hosts": {"nodea": None, "nodeb": None},
+        "children": {"ray_head": {"hosts": {"nodea": None}}, "ray_workers": {"hosts": {"nodeb": None}}},
+    }}))
+    (work / "preflight_only.yml").write_text(yaml.safe_dump([{
+        "name": "Serve preflight", "hosts": "ray_head:ray_workers", "gather_facts": False,
+        "tasks": [{"name": "Preflight", "ansible.builtin.include_role": {
+            "name": "llmfleet.cluster.serve", "tasks_from": "preflight.yml"}}]}]))
+    return work
+
+
 def ansible_env(work: Path, no_proxy: bool = False, **overrides: str) -> dict[str, str]:
     """os.environ plus the ansible settings every local run needs; overrides are added last.
 

@@ -35,20 +35,10 @@ def mem_total_gib() -> float:
 def work(tmp_path_factory):
     localplay.link_collection()
     work = tmp_path_factory.mktemp("memfit")
-    (work / "hosts.yml").write_text(yaml.safe_dump({"all": {
-        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                 "llmfleet_fabric_ip": "127.0.0.1", "llmfleet_gpu_arch": "sm_121",
-                 "fabric_cluster_transport": "roce"},
-        "hosts": {"nodea": None, "nodeb": None},
-        "children": {"ray_head": {"hosts": {"nodea": None}}, "ray_workers": {"hosts": {"nodeb": None}}},
-    }}))
+    localplay.serve_pair(work)
     (work / "whole_role.yml").write_text(yaml.safe_dump([{
         "name": "Serve (whole role)", "hosts": "ray_head:ray_workers", "gather_facts": False,
         "roles": [{"role": "llmfleet.cluster.serve"}]}]))
-    (work / "preflight_only.yml").write_text(yaml.safe_dump([{
-        "name": "Serve preflight", "hosts": "ray_head:ray_workers", "gather_facts": False,
-        "tasks": [{"name": "Preflight", "ansible.builtin.include_role": {
-            "name": "llmfleet.cluster.serve", "tasks_from": "preflight.yml"}}]}]))
     return work
 
 

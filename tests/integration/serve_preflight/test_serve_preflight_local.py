@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import localplay  # noqa: E402  (tests/integration, shared with the other local-play tests)
@@ -36,17 +35,7 @@ TASK = "Check the engine flags against this build's --help"
 def work(tmp_path_factory):
     localplay.link_collection()
     work = tmp_path_factory.mktemp("serve_preflight")
-    (work / "hosts.yml").write_text(yaml.safe_dump({"all": {
-        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                 "llmfleet_fabric_ip": "127.0.0.1", "llmfleet_gpu_arch": "sm_121",
-                 "fabric_cluster_transport": "roce"},
-        "hosts": {"nodea": None, "nodeb": None},
-        "children": {"ray_head": {"hosts": {"nodea": None}}, "ray_workers": {"hosts": {"nodeb": None}}},
-    }}))
-    (work / "preflight_only.yml").write_text(yaml.safe_dump([{
-        "name": "Serve preflight", "hosts": "ray_head:ray_workers", "gather_facts": False,
-        "tasks": [{"name": "Preflight", "ansible.builtin.include_role": {
-            "name": "llmfleet.cluster.serve", "tasks_from": "preflight.yml"}}]}]))
+    localplay.serve_pair(work)
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
