@@ -22,6 +22,8 @@ def spec_problems(directories, files):
             if path.rstrip('/') in seen:
                 problems.append('%s %r: named twice' % (kind, path))
             seen.add(path.rstrip('/'))
+            if entry.get('validate') is not None and '%s' not in entry['validate']:
+                problems.append('%s %r: validate %r must name the file as %%s' % (kind, path, entry['validate']))
             mode = entry.get('mode')
             # an unquoted YAML 0644 arrives as the integer 420: refuse it rather than guess
             if mode is not None and not (isinstance(mode, str) and MODE_RE.match(mode)):

@@ -62,6 +62,12 @@ options:
       mode:
         description: Mode as a quoted octal string (V("0644")); unset - left as it is (umask for a new file).
         type: raw
+      validate:
+        description:
+          - A command that checks the new content before it replaces the file, C(%s) standing for a temporary
+            copy (as M(ansible.builtin.template)'s C(validate)); a non-zero exit fails the task and leaves the
+            file as it was. Not run in check mode or when the content is unchanged.
+        type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -113,6 +119,7 @@ changed_paths:
 """
 
 import os
+import shlex
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -173,6 +180,11 @@ def _file(module, entry, diffs):
         try:
             with os.fdopen(fd, 'wb') as handle:
                 handle.write(entry['content'].encode('utf-8'))
+            if entry.get('validate'):
+                argv = [arg.replace('%s', tmp) for arg in shlex.split(entry['validate'])]
+                rc, out, err = module.run_command(argv)
+                if rc != 0:
+                    module.fail_json(msg='%s: validate %r failed (rc=%s): %s' % (path, entry['validate'], rc, (err or out)[-2000:]))
             module.atomic_move(tmp, path)
         finally:
             if os.path.exists(tmp):
@@ -187,7 +199,7 @@ def main():
         argument_spec=dict(
             directories=dict(type='list', elements='dict', default=[], options=ENTRY),
             files=dict(type='list', elements='dict', default=[],
-                       options=dict(ENTRY, content=dict(type='str', required=True))),
+                       options=dict(ENTRY, content=dict(type='str', required=True), validate=dict(type='str'))),
         ),
         supports_check_mode=True,
     )

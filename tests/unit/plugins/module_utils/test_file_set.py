@@ -14,6 +14,8 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils import file_set
      ["file '/etc/x': mode 420 must be a quoted octal string such as \"0644\""]),
     ([{"path": "/d", "mode": "u+rwx"}], [],
      ["directory '/d': mode 'u+rwx' must be a quoted octal string such as \"0644\""]),
+    ([], [{"path": "/etc/x", "validate": "nft -c -f %s"}], []),
+    ([], [{"path": "/etc/x", "validate": "nft -c -f"}], ["file '/etc/x': validate 'nft -c -f' must name the file as %s"]),
     ([], [{"path": "/etc/x", "mode": "0899"}],
      ["file '/etc/x': mode '0899' must be a quoted octal string such as \"0644\""]),
 ])

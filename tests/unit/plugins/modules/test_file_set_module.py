@@ -61,3 +61,23 @@ def test_refuses_bad_specs_and_missing_parents(monkeypatch, tmp_path):
     (tmp_path / "d").mkdir()
     isdir = run_module(monkeypatch, file_set, {"files": [{"path": str(tmp_path / "d"), "content": ""}]})
     assert isdir.failed and "is a directory" in isdir.result["msg"]
+
+
+def test_validate_runs_on_the_new_content_and_a_failure_keeps_the_file(monkeypatch, tmp_path):
+    conf = tmp_path / "ray.nft"
+    conf.write_text("old\n")
+    seen = []
+
+    def checker(argv):
+        seen.append(open(argv[-1]).read())
+        return (1, "", "syntax error") if "bad" in seen[-1] else (0, "", "")
+    spec = {"files": [{"path": str(conf), "content": "bad\n", "validate": "nft -c -f %s"}]}
+    out = run_module(monkeypatch, file_set, spec, commands=checker)
+    assert out.failed and "validate 'nft -c -f %s' failed (rc=1): syntax error" in out.result["msg"]
+    assert conf.read_text() == "old\n" and seen == ["bad\n"] and out.calls[0][:3] == ["nft", "-c", "-f"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ray.nft"]
+    spec["files"][0]["content"] = "good\n"
+    ok = run_module(monkeypatch, file_set, spec, commands=checker)
+    assert not ok.failed and conf.read_text() == "good\n" and seen[-1] == "good\n"
+    again = run_module(monkeypatch, file_set, spec, commands=checker)
+    assert not again.result["changed"] and len(seen) == 2
