@@ -54,17 +54,9 @@ options:
         output chunk (content or reasoning) and the closing C(data: [DONE])."
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Any host with Python that reaches the endpoint.
+extends_documentation_fragment:
+  - llmfleet.cluster.attributes.read_only
+  - ansible.builtin.action_common_attributes
 '''
 
 EXAMPLES = r'''

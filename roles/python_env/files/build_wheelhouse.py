@@ -39,7 +39,7 @@ writes ``lock.txt`` = build-lock + the built wheel, SHA256SUMS and the manifest'
 wheelhouse holds a built wheel for the current spec digest; a changed spec (packages, source,
 build_env, ...) rebuilds the binary part and drops the old built wheel.
 
-Install on a node (no index, no network; roles/python_env/files/install_from_wheelhouse.sh):
+Install on a node (no index, no network; the python_env role, tasks/install_venv.yml):
   uv pip sync --offline --no-index --require-hashes --compile-bytecode --find-links DIR DIR/lock.txt
   pip install --no-index --no-deps --require-hashes --find-links DIR -r DIR/lock.txt
 No dependency resolution on the node is deliberate (sync / --no-deps): the lock is the complete

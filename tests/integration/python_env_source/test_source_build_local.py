@@ -248,22 +248,33 @@ def test_both_nodes_install_the_same_bytes_offline(lab):
     assert len(so) == 1, sets["nodea"][NAME]
 
 
-def test_second_run_changes_nothing_and_does_not_rebuild(lab):
+@pytest.fixture(scope="module")
+def second_run(lab):
+    """The same run again (one run for the two no-op checks below): its result, and the built
+    wheel's and build log's identity before and after it."""
     wheel = next(lab.wheelhouse("testext-1.0").glob("llmfleet_testext-*.whl"))
     log = lab.work / "nodea" / "build" / "testext-testext-1.0" / "build.log"
-    before = (wheel.stat().st_ino, wheel.stat().st_mtime_ns, log.stat().st_mtime_ns)
+
+    def identity():
+        return (wheel.stat().st_ino, wheel.stat().st_mtime_ns, log.stat().st_mtime_ns)
+    before = identity()
     res = lab.run("testext", "testext-1.0")
+    return res, before, identity()
+
+
+def test_second_run_changes_nothing_and_does_not_rebuild(second_run):
+    res, before, after = second_run
     assert res["rc"] == 0, explain(res)
     assert {h: res["stats"][h]["changed"] for h in HOSTS} == {"nodea": 0, "nodeb": 0}, explain(res)
     assert ran(res, "Start the source build") == []
     assert ran(res, "Ask the controller whether the wheelhouse holds") == ["nodea"]
-    assert (wheel.stat().st_ino, wheel.stat().st_mtime_ns, log.stat().st_mtime_ns) == before
+    assert after == before
 
 
-def test_a_no_op_run_reads_each_venv_once(lab):
+def test_a_no_op_run_reads_each_venv_once(second_run):
     """The install decision is one module call per node; a venv that holds its lock gets no install task,
     and the verify reuses that reading (no second listing)."""
-    res = lab.run("testext", "testext-1.0")
+    res = second_run[0]
     assert res["rc"] == 0, explain(res)
     assert ran(res, "Read the release venv against its lock") == list(HOSTS)
     assert ran(res, "Read the venv against its lock again") == []                     # the verify reuses it
