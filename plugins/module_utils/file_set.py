@@ -35,7 +35,7 @@ def directory_order(directories):
     """The directories, parents before children (then in the order given)."""
     indexed = list(enumerate(directories))
     indexed.sort(key=lambda pair: (pair[1]['path'].rstrip('/').count('/'), pair[0]))
-    return [entry for _, entry in indexed]
+    return [pair[1] for pair in indexed]
 
 
 def needs_write(current, wanted):
