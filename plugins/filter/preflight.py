@@ -3,6 +3,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Filters for the host-side preflight checks (see module_utils/preflight.py).
 
+``host | llmfleet.cluster.preflight_host_checks(hostvars, ansible_play_hosts_all, groups, cfg)`` is
+the whole host check table: the ``ok|skip|WARN|FAIL`` lines of ``host`` from its probe, network
+facts, gpu_info/rdma_info results and inventory (it calls the three below).
 ``host | llmfleet.cluster.preflight_gpu_parity(hostvars, ansible_play_hosts_all, min_cuda)``
 compares the driver/CUDA of ``host`` with every host of its arch in its cluster (each host's
 registered ``preflight_gpu``); ``host | llmfleet.cluster.preflight_rdma_expectation(groups,
@@ -45,9 +48,23 @@ def rdma_check(rdma_result, host, expectation, fabric_ip='', fabric_nic='', fata
                                 fabric_nic=fabric_nic or '', fatal=fatal)
 
 
+def host_checks(host, hostvars, hosts, groups, cfg):
+    cfg = _mapping(cfg, 'preflight_host_checks: cfg')
+    missing = sorted(set(HOST_CFG_KEYS) - set(cfg))
+    if missing:
+        raise AnsibleFilterError('preflight_host_checks: cfg lacks %s' % ', '.join(missing))
+    return preflight.host_report(host, list(hosts or []), _mapping(hostvars, 'preflight_host_checks: hostvars'),
+                                 _mapping(groups, 'preflight_host_checks: groups'), cfg)
+
+
+HOST_CFG_KEYS = ('min_disk_gb', 'weights_dir', 'fabric_mtu', 'mtu_fatal', 'ray_port', 'ray_unit_regex',
+                 'ray_temp_dirs', 'stale_session_fatal', 'clock_fatal', 'min_cuda', 'rdma_fatal')
+
+
 class FilterModule:
     def filters(self):
         return {
+            'preflight_host_checks': host_checks,
             'preflight_gpu_parity': gpu_parity,
             'preflight_rdma_expectation': rdma_expectation,
             'preflight_rdma_check': rdma_check,

@@ -23,6 +23,7 @@ RoCE, an RDMA port must be bound to the fabric NIC (the one holding ``llmfleet_f
 """
 
 import re
+from collections.abc import Mapping
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import topology
 
@@ -331,3 +332,249 @@ def rdma_check(host, rdma_result, expectation, fabric_ip='', fabric_nic='', fata
     return check(severity=severity, problem=(
         '%s: RDMA device %s port %s on %s is %s, expected Up / ACTIVE / Ethernet (%s); %s. Fix: %s'
         % (host, d.get('ibdev'), d.get('port'), where, state, exp.get('reason'), fallback, fix)))
+
+
+# --------------------------------------------------------------------------- host checks
+# The whole per-host table: the probe (roles/preflight/templates/host_probe.sh.j2, parsed into
+# ``preflight_probe``), the network facts, gpu_info/rdma_info results and the inventory -> the
+# ``ok|skip|WARN|FAIL`` lines, in the order the role prints and preflight_report_json stores them.
+
+LINE_PREFIX = {'ok': 'ok  ', 'skip': 'skip', 'warn': 'WARN', 'fail': 'FAIL'}
+
+NO_PYTHON = 'python3 missing'
+
+
+def _to_int(value, default=0):
+    """Jinja's ``int`` filter: '42' -> 42, '42.5' -> 42, anything else -> ``default``."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            return default
+
+
+def _to_float(value):
+    """Jinja's ``float`` filter (0.0 when not a number)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _jinja_sorted(items):
+    """Jinja's ``sort``: case-insensitive for strings."""
+    return sorted(items, key=lambda v: v.lower() if isinstance(v, str) else v)
+
+
+def fabric_nic(facts, fabric_ip):
+    """The interface of the network facts holding ``fabric_ip`` (primary or secondary IPv4), or {}.
+
+    Found by address, never by name: the QSFP port's name differs per platform and image.
+    """
+    nics = [v for v in (facts or {}).values() if isinstance(v, Mapping) and 'device' in v]
+    primary = [n for n in nics if isinstance(n.get('ipv4'), Mapping) and n['ipv4'].get('address') == fabric_ip]
+    secondary = [n for n in nics for sec in (n.get('ipv4_secondaries') or [])
+                 if isinstance(sec, Mapping) and sec.get('address') == fabric_ip]
+    return (primary + secondary or [{}])[0]
+
+
+def machine_id_twins(host, hosts, hostvars, machine_id):
+    """The other hosts of the run whose probe read the same /etc/machine-id (in run order)."""
+    twins = []
+    for h in hosts:
+        probe = (hostvars.get(h) or {}).get('preflight_probe') if h != host else None
+        if isinstance(probe, Mapping) and 'machine_id' in probe and probe['machine_id'] == machine_id:
+            twins.append(h)
+    return twins
+
+
+def _python_check(host, p, python_ok):
+    return check(good='python3 at %s' % p.get('python', '?'), problem='' if python_ok else (
+        '%s: no python3 in PATH; install it (apt-get install -y python3): every Ansible module, and so '
+        'the fabric and GPU checks, need it' % host))
+
+
+def _disk_check(host, p, cfg):
+    free = round(_to_int(p.get('disk_avail_kb', 0)) / 1048576, 1)
+    path = p.get('disk_path', '?')
+    return check(
+        good='disk: %s GB free at %s for weights in %s (>= %s GB)' % (free, path, cfg['weights_dir'],
+                                                                      cfg['min_disk_gb']),
+        problem='' if free >= _to_float(cfg['min_disk_gb']) else (
+            '%s: only %s GB free at %s (filesystem of %s), preflight_min_disk_gb is %s; free space there or put '
+            'the weights on a larger disk (preflight_weights_dir)' % (host, free, path, cfg['weights_dir'],
+                                                                      cfg['min_disk_gb'])))
+
+
+def _machine_id_check(host, p, hosts, hostvars):
+    mid = p.get('machine_id', '')
+    problem = ''
+    if not mid:
+        problem = '%s: /etc/machine-id is empty or missing; run `systemd-machine-id-setup` (then reboot)' % host
+    else:
+        twins = machine_id_twins(host, hosts, hostvars, mid)
+        if twins:
+            problem = ("%s: /etc/machine-id %s duplicates %s's (cloned image: systemd, DHCP and Ray node ids "
+                       "collide); on all but one of %s run `rm /etc/machine-id && systemd-machine-id-setup` and "
+                       "reboot" % (host, mid, "'s, ".join(twins), ', '.join(_jinja_sorted([host] + twins))))
+    return check(good='/etc/machine-id %s unique among the %d host(s) of this run' % (mid, len(hosts)),
+                 problem=problem)
+
+
+def _ray_port_check(host, p, cfg, is_head):
+    port = cfg['ray_port']
+    if not is_head:
+        return check(skip='Ray port %s: not a ray_head' % port)
+    listening = 'port_listening' in p
+    unit = p.get('port_unit', '')
+    if not listening:
+        return check(good='Ray port %s free' % port)
+    if re.search(cfg['ray_unit_regex'], unit or ''):
+        return check(good='Ray port %s held by our %s' % (port, unit))
+    return check(problem=(
+        '%s: port %s (Ray GCS) is held by %s (pid %s%s), not by our Ray unit; %s or move Ray to a free port '
+        '(ray_node_port)' % (
+            host, port, p.get('port_comm', '') or 'an unknown process', p.get('port_pid', '') or '?',
+            (', unit %s' % unit) if unit else ', not in a systemd service',
+            ('stop it (systemctl disable --now %s)' % unit) if unit else 'stop that process')))
+
+
+def _ray_session_check(host, p, cfg):
+    severity = 'fail' if cfg['stale_session_fatal'] else 'warn'
+    session = p.get('ray_session')
+    raylet = p.get('raylet', '') == 'yes'
+    if 'ray_session' in p and raylet:
+        return check(severity=severity, good='Ray session in use (raylet running)')
+    good = 'no stale Ray session in %s' % ', '.join(str(d) for d in cfg['ray_temp_dirs'])
+    if 'ray_session' not in p:
+        return check(severity=severity, good=good)
+    return check(severity=severity, good=good, problem=(
+        '%s: stale Ray session %s with no raylet running; remove it: rm -rf %s (Ray recreates it; a leftover '
+        'owned by another user breaks ray start)' % (host, session, session.split('/session_latest')[0])))
+
+
+def _clock_check(host, p, cfg):
+    container = p.get('container', 'none')
+    if container != 'none':
+        return check(skip='clock sync: container (%s), the container host keeps the clock' % container)
+    leap = p.get('chrony_leap', '')
+    synced = p.get('ntp_synced', '') == 'yes' or leap == 'Normal'
+    return check(
+        severity='fail' if cfg['clock_fatal'] else 'warn',
+        good='clock synchronized (%s)' % ('chrony' if leap == 'Normal' else 'timedatectl'),
+        problem='' if synced else (
+            '%s: clock not synchronized (timedatectl NTPSynchronized=%s, NTP=%s, chrony leap status=%s); enable '
+            'time sync: `timedatectl set-ntp true` (systemd-timesyncd) or install and start chrony, then wait for '
+            '"System clock synchronized: yes"' % (host, p.get('ntp_synced', '') or 'n/a',
+                                                  p.get('ntp_active', '') or 'n/a', leap or 'n/a')))
+
+
+def _fabric_nic_check(host, hv, nic, python_ok):
+    if not python_ok:
+        return check(skip=NO_PYTHON)
+    if 'llmfleet_fabric_ip' not in hv:
+        return check(skip='fabric NIC: llmfleet_fabric_ip not set')
+    ip = hv['llmfleet_fabric_ip']
+    addresses = ((hv.get('ansible_facts') or {}).get('all_ipv4_addresses') or [])
+    return check(good='fabric NIC %s holds %s' % (nic.get('device', '?'), ip), problem='' if nic else (
+        "%s: no interface holds llmfleet_fabric_ip '%s' (IPv4 here: %s); fix llmfleet_fabric_ip, or give the "
+        "QSFP port that address" % (host, ip, ', '.join(str(a) for a in addresses) or 'none')))
+
+
+def _fabric_mtu_check(host, hv, nic, cfg, python_ok):
+    if not python_ok:
+        return check(skip=NO_PYTHON)
+    if not nic:
+        return check(skip='fabric MTU: no fabric NIC')
+    device, mtu = nic.get('device', '?'), nic.get('mtu', '?')
+    return check(
+        severity='fail' if cfg['mtu_fatal'] else 'warn',
+        good='fabric NIC %s MTU %s' % (device, mtu),
+        problem='' if _to_int(nic.get('mtu', 0)) >= _to_int(cfg['fabric_mtu']) else (
+            '%s: fabric NIC %s (%s) has MTU %s < %s (preflight_fabric_mtu); the fabric role raises it later in '
+            'site.yml (--tags fabric), validate fails on it'
+            % (host, device, hv.get('llmfleet_fabric_ip', ''), mtu, cfg['fabric_mtu'])))
+
+
+def _gpu_arch_check(host, hv, gpu_result, python_ok):
+    if not python_ok:
+        return check(skip=NO_PYTHON)
+    count = gpu_result.get('gpu_count', 0)
+    if _to_int(count) <= 0:
+        return check(skip='GPU arch: no GPU detected (declared %s; sim or CPU node)'
+                     % hv.get('llmfleet_gpu_arch', 'nothing'))
+    arch = gpu_result.get('gpu_arch', '')
+    declared = hv.get('llmfleet_gpu_arch', '')
+    problem = ''
+    if not arch:
+        problem = '%s: %s GPUs of different archs (%s); serve from one kind of GPU per host' % (
+            host, count, ', '.join(str(g.get('arch')) for g in gpu_result.get('gpus') or []))
+    elif declared != arch:
+        problem = ("%s: llmfleet_gpu_arch '%s' declared but nvidia-smi reports %s; set llmfleet_gpu_arch: %s for "
+                   "%s (or move it to the right platform group)" % (host, declared, arch, arch, host))
+    elif _to_int(count) < _to_int(hv.get('llmfleet_gpus_per_node', 1)):
+        problem = ('%s: llmfleet_gpus_per_node %s but only %s GPU(s) detected; lower llmfleet_gpus_per_node or '
+                   'check the driver (nvidia-smi)' % (host, hv.get('llmfleet_gpus_per_node'), count))
+    return check(good='GPU arch %s on %s GPU(s) as declared' % (gpu_result.get('gpu_arch', '?'), count),
+                 problem=problem)
+
+
+def host_checks(host, hosts, hostvars, groups, cfg):
+    """Every host check of ``host``, in report order, each a :func:`check` dict.
+
+    ``hosts``: the hosts of the run (``ansible_play_hosts_all``; machine-ids and drivers are
+    compared among them); ``hostvars``: per host ``preflight_probe``, ``ansible_facts`` (network),
+    ``preflight_gpu``/``preflight_rdma`` (the modules' results), the inventory's ``llmfleet_*``,
+    ``fabric_transport`` and ``preflight_rdma_expected``; ``groups``: the inventory groups;
+    ``cfg``: the role's settings (vars/main.yml ``preflight_host_cfg``: ``min_disk_gb``,
+    ``weights_dir``, ``fabric_mtu``, ``mtu_fatal``, ``ray_port``, ``ray_unit_regex``,
+    ``ray_temp_dirs``, ``stale_session_fatal``, ``clock_fatal``, ``min_cuda``, ``rdma_fatal``).
+    """
+    hosts = list(hosts or [])
+    hv = hostvars.get(host) or {}
+    p = hv.get('preflight_probe') or {}
+    python_ok = len(p.get('python', '') or '') > 0
+    nic = fabric_nic(hv.get('ansible_facts'), hv.get('llmfleet_fabric_ip', ''))
+    gpu_result = hv.get('preflight_gpu') if isinstance(hv.get('preflight_gpu'), Mapping) else {}
+    checks = [
+        _python_check(host, p, python_ok),
+        _disk_check(host, p, cfg),
+        _machine_id_check(host, p, hosts, hostvars),
+        _ray_port_check(host, p, cfg, host in (groups.get('ray_head') or [])),
+        _ray_session_check(host, p, cfg),
+        _clock_check(host, p, cfg),
+        _fabric_nic_check(host, hv, nic, python_ok),
+        _fabric_mtu_check(host, hv, nic, cfg, python_ok),
+        _gpu_arch_check(host, hv, gpu_result, python_ok),
+    ]
+    if not python_ok:
+        checks.append(check(skip='driver/CUDA parity: ' + NO_PYTHON))
+        checks.append(check(skip='RDMA state: ' + NO_PYTHON))
+        return checks
+    fleet = gpu_fleet(hosts if host in hosts else hosts + [host], hostvars)
+    checks.append(gpu_parity_check(host, fleet, dict(cfg.get('min_cuda') or {})))
+    expectation = rdma_expectation(host, groups, hostvars, declared=hv.get('preflight_rdma_expected'),
+                                   transport=hv.get('fabric_transport', 'auto'), container=p.get('container', 'none'))
+    checks.append(rdma_check(host, hv.get('preflight_rdma'), expectation,
+                             fabric_ip=hv.get('llmfleet_fabric_ip', '') or '', fabric_nic=nic.get('device', '') or '',
+                             fatal=cfg['rdma_fatal']))
+    return checks
+
+
+def report_lines(checks):
+    """The checks as ``ok  |skip|WARN|FAIL <text>`` lines (a text with a line break becomes several)."""
+    out = []
+    for c in checks:
+        skip = str(c.get('skip') or '').strip()
+        problem = str(c.get('problem') or '').strip()
+        status = 'skip' if skip else (c.get('severity') or 'fail') if problem else 'ok'
+        text = skip if status == 'skip' else problem or str(c.get('good') or '').strip()
+        out.append('%s %s' % (LINE_PREFIX[status], text))
+    return [line.strip() for line in '\n'.join(out).splitlines() if line.strip()]
+
+
+def host_report(host, hosts, hostvars, groups, cfg):
+    """:func:`host_checks` rendered as the report's lines."""
+    return report_lines(host_checks(host, hosts, hostvars, groups, cfg))

@@ -31,7 +31,8 @@ GROUPS = {'all': list(HOSTVARS), 'ray_head': ['spark1'], 'ray_workers': ['spark2
 
 
 def test_filters_registered():
-    assert {'preflight_gpu_parity', 'preflight_rdma_expectation', 'preflight_rdma_check'} <= set(FILTERS)
+    assert {'preflight_host_checks', 'preflight_gpu_parity', 'preflight_rdma_expectation',
+            'preflight_rdma_check'} <= set(FILTERS)
 
 
 @pytest.mark.parametrize('host, hosts, min_cuda, want', [
@@ -62,3 +63,31 @@ def test_rdma_filters_chain():
 def test_bad_hostvars_named():
     with pytest.raises(AnsibleFilterError, match='preflight_gpu_parity: hostvars must be a mapping'):
         FILTERS['preflight_gpu_parity']('spark1', ['not', 'a', 'mapping'], ['spark1'])
+
+
+HOST_CFG = {'min_disk_gb': 50, 'weights_dir': '/opt/llmfleet', 'fabric_mtu': 9000, 'mtu_fatal': False,
+            'ray_port': 6379, 'ray_unit_regex': '^ray[.]service$', 'ray_temp_dirs': ['/tmp/ray'],
+            'stale_session_fatal': False, 'clock_fatal': True, 'min_cuda': {}, 'rdma_fatal': False}
+
+
+def test_host_checks_filter_lines():
+    """The filter returns the report lines (module_utils/test_preflight_host.py has the table)."""
+    hostvars = {h: dict(v, preflight_probe={'python': '/usr/bin/python3', 'machine_id': 'id-' + h,
+                                            'disk_avail_kb': '104857600', 'disk_path': '/', 'container': 'podman'})
+                for h, v in HOSTVARS.items()}
+    lines = FILTERS['preflight_host_checks']('spark2', hostvars, list(HOSTVARS), GROUPS, HOST_CFG)
+    assert lines[:6] == ['ok   python3 at /usr/bin/python3',
+                         'ok   disk: 100.0 GB free at / for weights in /opt/llmfleet (>= 50 GB)',
+                         'ok   /etc/machine-id id-spark2 unique among the 4 host(s) of this run',
+                         'skip Ray port 6379: not a ray_head',
+                         'ok   no stale Ray session in /tmp/ray',
+                         'skip clock sync: container (podman), the container host keeps the clock']
+    assert lines[6] == 'skip fabric NIC: llmfleet_fabric_ip not set'
+    assert len(lines) == 11
+
+
+def test_host_checks_filter_names_a_missing_setting():
+    cfg = dict(HOST_CFG)
+    del cfg['ray_port']
+    with pytest.raises(AnsibleFilterError, match='preflight_host_checks: cfg lacks ray_port'):
+        FILTERS['preflight_host_checks']('spark1', HOSTVARS, list(HOSTVARS), GROUPS, cfg)
