@@ -17,9 +17,10 @@ Two series, each on a fresh lab of its own, one lab at a time:
          labs share. The results say which tags ran.
 
   noop   (an already converged lab: --inventory, default inventories/sim): the no-op `site.yml`
-         alternately with Ansible's linear strategy and with Mitogen's mitogen_linear (PyPI
-         `mitogen`, not supported: docs/operations.md), --rounds times each, between ping floors.
-         Same run, same lab: the ratio mitogen / linear, and each over the ping floor.
+         alternately with Ansible's linear strategy, with Mitogen's mitogen_linear (PyPI `mitogen`,
+         re-runs only: docs/operations.md) and (`base`) with the linear strategy from another
+         checkout (--base-tree), --rounds times each, between ping floors. Same run, same lab:
+         the ratios mitogen / linear and linear / base, and each over the ping floor.
          Goal (issue 19): no-op <= 15 x the ping floor.
 
 The no-op runs carry the ansible.posix.profile_tasks callback (a timestamp per task: no
@@ -69,13 +70,13 @@ def mitogen_env() -> dict:
 
 
 def playbook(inv, env: dict, logs: Path, tag: str, tags: str | None,
-             extra_env: dict | None = None) -> dict:
+             extra_env: dict | None = None, cwd: Path = bl.ROOT) -> dict:
     cmd = ["ansible-playbook", *inv_args(inv), "site.yml"]
     if tags:
         cmd += ["--tags", tags]
     e = dict(env, **(extra_env or {}))
     load0 = bl.loadavg()
-    secs, _rc, out = bl.timed(cmd, logs / f"{tag}.log", env=e)
+    secs, _rc, out = bl.timed(cmd, logs / f"{tag}.log", env=e, cwd=cwd)
     res = {"seconds": round(secs, 1), "recap": bl.recap_totals(out), "load_start": load0,
            "load_end": bl.loadavg(), "command": " ".join(["ansible-playbook", "site.yml"] + cmd[2 + len(inv_args(inv)):])}
     if extra_env and "ANSIBLE_CALLBACKS_ENABLED" in extra_env:
@@ -114,6 +115,20 @@ def series_full(a, stamp: str, logs: Path) -> dict:
     return res
 
 
+def base_tree(path: str) -> tuple[dict, Path]:
+    """The `base` strategy: the linear strategy run from another checkout (an earlier commit's
+    worktree), with its own ansible.cfg and collection link, so two trees are timed on one lab."""
+    base = Path(path).resolve()
+    if not (base / "site.yml").is_file():
+        raise SystemExit(f"--base-tree {base}: not a checkout of this collection (no site.yml)")
+    link = base / ".build" / "collections" / "ansible_collections" / "llmfleet" / "cluster"
+    if not link.is_symlink():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(base)
+    return {"ANSIBLE_CONFIG": str(base / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(base / ".build" / "collections")}, base
+
+
 def series_noop(a, stamp: str, logs: Path) -> dict:
     inv = [(bl.ROOT / p).resolve() for p in a.inventory.split(",")]  # e.g. inventories/lab,inventories/lab-twin
     env = bl.ansible_env("sim", stamp)
@@ -122,13 +137,19 @@ def series_noop(a, stamp: str, logs: Path) -> dict:
     # ansible_ssh_common_args, which Mitogen's own ssh does not read (it follows host_key_checking).
     env["ANSIBLE_HOST_KEY_CHECKING"] = "False"
     strategies = {name: (mitogen_env() if name == "mitogen" else {}) for name in a.strategies}
+    cwds = {name: bl.ROOT for name in a.strategies}
+    if "base" in strategies:
+        strategies["base"], cwds["base"] = base_tree(a.base_tree)
     hosts_file = inv[-1] / "hosts.yml" if inv[-1].is_dir() else inv[-1]
     res: dict = {"inventory": a.inventory, "nodes": len(bl.inventory_hosts(hosts_file)), "rounds": a.rounds,
                  "runs": {k: [] for k in strategies}}
     res["ping_floor_before"] = ping_floor(inv, env, logs, "noop-before")
     for r in range(1, a.rounds + 1):
         for name, extra in strategies.items():
-            res["runs"][name].append(playbook(inv, env, logs, f"noop-{r}-{name}", None, dict(PROFILE_ENV, **extra)))
+            # the base tree runs its own copy of the inventory (same lab, its own group_vars)
+            tinv = [cwds[name] / p.relative_to(bl.ROOT) for p in inv] if name == "base" else inv
+            res["runs"][name].append(playbook(tinv, env, logs, f"noop-{r}-{name}", None, dict(PROFILE_ENV, **extra),
+                                              cwd=cwds[name]))
     res["ping_floor_after"] = ping_floor(inv, env, logs, "noop-after")
     floor = res["ping_floor_s"] = bl.median(res["ping_floor_before"] + res["ping_floor_after"])
     for name, runs in res["runs"].items():
@@ -137,8 +158,12 @@ def series_noop(a, stamp: str, logs: Path) -> dict:
         res[f"{name}_changed"] = max(x["recap"]["changed"] for x in runs)
     if "mitogen" in strategies and "linear" in strategies:
         res["mitogen_over_linear"] = round(res["mitogen_s"] / res["linear_s"], 2)
+    if "base" in strategies and "linear" in strategies:
+        res["base_tree"] = a.base_tree
+        res["linear_over_base"] = round(res["linear_s"] / res["base_s"], 2)
     res["goal"] = f"no-op <= {NOOP_STRATEGY_GOAL} x ping floor, changed=0"
-    res["goal_met"] = (min(res[f"{k}_over_ping"] for k in strategies) <= NOOP_STRATEGY_GOAL
+    mine = [k for k in strategies if k != "base"]  # the goal is this tree's
+    res["goal_met"] = (min(res[f"{k}_over_ping"] for k in mine) <= NOOP_STRATEGY_GOAL
                        and all(res[f"{k}_changed"] == 0 for k in strategies))
     return res
 
@@ -180,15 +205,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inventory", default="inventories/sim", help="noop series: a converged lab's inventory (comma-separated: an inventory and its overlay)")
     ap.add_argument("--rounds", type=int, default=2, help="noop series: no-op runs per strategy")
     ap.add_argument("--strategies", default="linear,mitogen",
-                    help="noop series: linear, mitogen or both (Mitogen hangs at the engine wait: docs/operations.md)")
+                    help="noop series: linear, mitogen, base (linear from --base-tree), comma-separated")
+    ap.add_argument("--base-tree", default="", help="noop series, strategy base: another checkout of this "
+                    "collection (e.g. `git worktree add .cache/base <rev>`), timed on the same lab")
     ap.add_argument("--keep-lab", action="store_true", help="leave the full series' lab up")
     ap.add_argument("--force", action="store_true", help="skip the free memory/disk check")
     ap.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
     a = ap.parse_args(argv)
     a.scale_nodes = [int(x) for x in a.scale_nodes.split(",") if x]
     a.strategies = [x for x in a.strategies.split(",") if x]
-    if not set(a.strategies) <= {"linear", "mitogen"} or not a.strategies:
-        raise SystemExit("--strategies: linear, mitogen or both")
+    if not set(a.strategies) <= {"linear", "mitogen", "base"} or not a.strategies:
+        raise SystemExit("--strategies: linear, mitogen, base")
+    if "base" in a.strategies and not a.base_tree:
+        raise SystemExit("--strategies base needs --base-tree")
     a.scale_tags = a.scale_tags or None
     series = [s.strip() for s in a.series.split(",") if s.strip()]
 
@@ -248,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         n = data["noop"]
         each = ", ".join(f"{k} {n[k + '_s']} s ({n[k + '_over_ping']}x ping)" for k in a.strategies)
         ratio = f"; mitogen/linear {n['mitogen_over_linear']}" if "mitogen_over_linear" in n else ""
+        ratio += f"; linear/base {n['linear_over_base']}" if "linear_over_base" in n else ""
         print(f"  no-op site.yml on {n['nodes']} nodes ({n['inventory']}), median of {n['rounds']}: {each}{ratio} "
               f"(goal <= {NOOP_STRATEGY_GOAL}x: {'MET' if n['goal_met'] else 'NOT met'})")
     if "scale" in data:
@@ -275,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             each = "; ".join(f"{k} {n[k + '_s']} s (**{n[k + '_over_ping']}×** ping, changed={n[k + '_changed']})"
                              for k in a.strategies)
             ratio = f"; mitogen ÷ linear {n['mitogen_over_linear']}×" if "mitogen_over_linear" in n else ""
+            ratio += (f"; this tree ÷ base ({n['base_tree']}) {n['linear_over_base']}×"
+                      if "linear_over_base" in n else "")
             bl.append_results_md({
                 "date": data["date"], "benchmark": f"no-op site.yml, {' vs '.join(a.strategies)} (#19), {n['nodes']} nodes",
                 "machine": bl.machine_short(m), "load": load,
