@@ -16,12 +16,16 @@ PATCHES = ROOT / 'roles' / 'engine_patches' / 'files' / 'patches'
 RAY_UTILS = ('cpu-0.32.0/ray_utils.py.txt', '57208c49f921cc50c98b6d0bba8642c6168112a175097ed7d0ea4fc0c07ac00b')
 # RayExecutorV2 (vLLM's default Ray executor in both): byte-identical in 0.31.0 and 0.32.0 as well
 RAY_V2 = ('cpu-0.32.0/ray_executor_v2.py.txt', '55d6678bfd5d5b93cc180267958c583f0cdd61dc732e92377fc41484a4863759')
+# the CPU communicator (its shared-memory all-reduce): byte-identical in 0.31.0 and 0.32.0 too
+CPU_COMM = ('cpu-0.32.0/cpu_communicator.py.txt', 'e75bfd60f00c5e24316884a3466b644b2722374ccfd8a6b75f086c1f9b2eb27f')
 SIM = {
     'sim-cpu-ray-platform': ('vllm/platforms/cpu.py', {
         '0.31.0': ('cpu-0.31.0/cpu.py.txt', 'b288de346b92d62f3e57bcc74c6a9299bb853df7984ce47cec889ecb26bc99ad'),
         '0.32.0': ('cpu-0.32.0/cpu.py.txt', 'e8c3220ce2a277de62f9329eb630940bfc8acdb8fb31d6dfddd1238140c264ee')}),
     'sim-cpu-ray-worker-ids': ('vllm/v1/executor/ray_utils.py', {'0.31.0': RAY_UTILS, '0.32.0': RAY_UTILS}),
     'sim-cpu-ray-v2-worker-ids': ('vllm/v1/executor/ray_executor_v2.py', {'0.31.0': RAY_V2, '0.32.0': RAY_V2}),
+    'sim-cpu-shm-one-node': ('vllm/distributed/device_communicators/cpu_communicator.py',
+                             {'0.31.0': CPU_COMM, '0.32.0': CPU_COMM}),
 }
 CASES = [(pid, version) for pid in sorted(SIM) for version in sorted(SIM[pid][1])]
 
@@ -100,3 +104,21 @@ def test_worker_ids_return_early_on_cpu(pid):
     assert ast.unparse(early.body[0]) == 'return (node_id, [])'
     # the raise for platforms without a key still follows for every other platform
     assert 'does not support ray' in ast.unparse(func)
+
+
+def _function(text, name):
+    return next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def test_shm_needs_one_host_name_and_the_segment_name_stays():
+    """Ranks on two hosts must disagree on the name they compare (then vLLM uses gloo); the shared
+    memory segment's own name (make_group_name), which ranks on one host open, is unchanged."""
+    text = original('sim-cpu-shm-one-node')
+    patched = sp.apply(text, sp.load_patch(raw('sim-cpu-shm-one-node')))
+    check = _function(patched, '_all_group_ranks_share_shm_group_name')
+    local = next(s for s in check.body if isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == 'local_name')
+    assert ast.unparse(local.value) == ("_CPUSHMDistributed.make_group_name(self) + '@' + "
+                                        "__import__('socket').gethostname()")
+    assert ast.unparse(_function(patched, 'make_group_name')) == ast.unparse(_function(text, 'make_group_name'))
+    # the comparison itself is vLLM's: one name across the group
+    assert 'len(set(names)) == 1' in ast.unparse(check)
