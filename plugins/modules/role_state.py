@@ -1,0 +1,310 @@
+#!/usr/bin/python
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+
+DOCUMENTATION = r"""
+module: role_state
+short_description: Tell whether a node is still as a role's last full run left it, or record that it is
+version_added: 0.1.0
+author: llmfleet maintainers (!UNKNOWN)
+description:
+  - A re-run that changes nothing spends its time on tasks that each find their one thing already right.
+    With this module a role first asks, in one call, whether the node is as its last full run left it; if so
+    the role skips its tasks (one skipped include), else it runs in full and records again at its end.
+  - O(state=check) compares the role's input fingerprint (lookup C(llmfleet.cluster.role_inputs), over the
+    role's variables, the host's cluster plan and the collection's code) with the recorded one, and what the
+    probes observe now with what they observed at the record - file checksums and modes, directories, links,
+    model files' size and mtime, packages, unit states and drop-ins, the fabric NIC's name and MTU, nftables
+    tables, health endpoints, users, groups and a venv's distributions. Any difference is drift, named in
+    RV(drift).
+  - O(state=record) observes the probes and writes the stamp (JSON, mode 0600) when it differs.
+  - The decisions are C(plugins/module_utils/role_state.py) (unit tables).
+options:
+  role:
+    description: The role's name (names the stamp file).
+    type: str
+    required: true
+  fingerprint:
+    description: sha256 of the role's inputs, from C(lookup('llmfleet.cluster.role_inputs', role)).
+    type: str
+    required: true
+  probes:
+    description:
+      - What to observe, by kind, each a list of names. O(state=record) stores them (they may name what the full
+        run found, such as the files a patch changed); O(state=check) observes the stored ones and any given here - V(files), V(dirs), V(links), V(trees) (absolute paths),
+        V(packages) (dpkg names), V(units) (systemd units), V(mtu) (IP addresses), V(nft_tables)
+        (C(family name)), V(http) (URLs), V(users), V(groups), V(venvs) (venv paths; their interpreter and dist-info
+        names).
+    type: dict
+    default: {}
+  facts:
+    description:
+      - With O(state=record), results of the role that later roles or plays read (stored in the stamp, not
+        compared); a check that finds the node current returns them as RV(facts) for a C(set_fact).
+    type: dict
+    default: {}
+  state:
+    description: V(check) reads only; V(record) writes the stamp.
+    type: str
+    choices: [check, record]
+    default: check
+  state_dir:
+    description: Where the stamps are kept (made 0700 by O(state=record)).
+    type: path
+    default: /var/lib/llmfleet/state
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: V(check) is read-only and runs as in a real run; V(record) reports whether it would write.
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Is this node as the fabric role's last full run left it?
+  llmfleet.cluster.role_state:
+    role: fabric
+    fingerprint: "{{ lookup('llmfleet.cluster.role_inputs', 'fabric') }}"
+  register: fabric_state
+
+- name: Everything else of the role, only where something drifted
+  ansible.builtin.include_tasks: apply.yml
+  when: not fabric_state.current
+
+# last task of apply.yml
+- name: Record what the full run left
+  llmfleet.cluster.role_state:
+    role: fabric
+    fingerprint: "{{ fabric_state.fingerprint }}"
+    probes:
+      files: [/etc/llmfleet/comm.env]
+      units: [systemd-networkd.service]
+      mtu: ["{{ llmfleet_fabric_ip }}"]
+    state: record
+"""
+
+RETURN = r"""
+current:
+  description: Whether the node is as the recorded full run left it (V(check)); V(true) after V(record).
+  returned: always
+  type: bool
+drift:
+  description: What differs (V(check)); empty when RV(current).
+  returned: always
+  type: list
+  elements: str
+  sample: ["units ray-head.service: 'failed/enabled', was 'active/enabled'"]
+path:
+  description: The stamp file.
+  returned: always
+  type: str
+fingerprint:
+  description: The fingerprint given (for the record at the end of the same run).
+  returned: always
+  type: str
+facts:
+  description: The facts the last record stored (V(check) when RV(current)); else empty.
+  returned: always
+  type: dict
+"""
+
+import glob
+import grp
+import hashlib
+import json
+import os
+import pwd
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import role_state
+
+
+def _file(path):
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return {'type': 'not a file'}
+    digest = hashlib.sha256()
+    with open(path, 'rb') as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b''):
+            digest.update(chunk)
+    return {'sha256': digest.hexdigest(), 'mode': '%04o' % stat.S_IMODE(st.st_mode), 'uid': st.st_uid, 'gid': st.st_gid}
+
+
+def _dir(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return {'type': 'not a directory'}
+    return {'mode': '%04o' % stat.S_IMODE(st.st_mode), 'uid': st.st_uid, 'gid': st.st_gid}
+
+
+def _link(path):
+    return os.readlink(path) if os.path.islink(path) else None
+
+
+def _tree(path):
+    """Size and modification time of every file (rsync's quick check): a copy rewritten in place
+    changes its mtime; weights are not hashed on a re-run (llmfleet_full_run re-hashes them)."""
+    if not os.path.isdir(path):
+        return None
+    seen = {}
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            full = os.path.join(root, name)
+            try:
+                st = os.stat(full)
+            except FileNotFoundError:
+                continue
+            seen[os.path.relpath(full, path)] = '%d@%d' % (st.st_size, st.st_mtime_ns)
+    return seen
+
+
+def _venv(path):
+    """The venv's interpreter and a digest of its installed distributions: each dist-info's name and
+    the Version its METADATA declares (what a pip install, or an edit, by hand changes)."""
+    python = os.path.join(path, 'bin', 'python')
+    if not os.path.lexists(python):
+        return None
+    digest, count = hashlib.sha256(), 0
+    for site in sorted(glob.glob(os.path.join(path, 'lib', 'python*', 'site-packages'))):
+        for name in sorted(n for n in os.listdir(site) if n.endswith('.dist-info')):
+            version = ''
+            try:
+                with open(os.path.join(site, name, 'METADATA'), errors='replace') as handle:
+                    for line in handle:
+                        if line.startswith('Version:'):
+                            version = line.split(':', 1)[1].strip()
+                            break
+                        if not line.strip():
+                            break
+            except FileNotFoundError:
+                version = '<no METADATA>'
+            digest.update(('%s %s\n' % (name, version)).encode('utf-8'))
+            count += 1
+    return {'python': os.path.realpath(python), 'distributions': count, 'digest': digest.hexdigest()}
+
+
+def _user(name):
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return {'uid': entry.pw_uid, 'gid': entry.pw_gid, 'home': entry.pw_dir, 'shell': entry.pw_shell}
+
+
+def _group(name):
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        return None
+
+
+def _http(url):
+    try:
+        return open_url(url, method='GET', timeout=5, validate_certs=False).getcode()
+    except Exception as exc:  # an HTTP error, a refused connection or a timeout is what was observed
+        return 'error: %s' % getattr(exc, 'code', type(exc).__name__)
+
+
+def _run(module, argv):
+    rc, out, err = module.run_command(argv)
+    return out if rc == 0 else ''
+
+
+def observe(module, probes):
+    """{kind: {name: observed}} for every probe."""
+    seen = {}
+    per_path = {'files': _file, 'dirs': _dir, 'links': _link, 'trees': _tree, 'users': _user,
+                'groups': _group, 'http': _http, 'venvs': _venv}
+    for kind, fn in per_path.items():
+        if probes.get(kind):
+            seen[kind] = dict((name, fn(name)) for name in probes[kind])
+    if probes.get('units'):
+        units = probes['units']
+        out = _run(module, ['systemctl', 'show', '-p', 'Id', '-p', 'ActiveState', '-p', 'UnitFileState', '-p', 'DropInPaths', '--'] + units)
+        seen['units'] = role_state.parse_systemctl_show(out, units)
+    if probes.get('packages'):
+        # dpkg-query exits 1 when a name is unknown, and still prints the others
+        _rc, out, _err = module.run_command(['dpkg-query', '-W', '-f', '${Package} ${Status}\n', '--'] + probes['packages'])
+        seen['packages'] = role_state.parse_dpkg_query(out, probes['packages'])
+    if probes.get('mtu'):
+        out = _run(module, ['ip', '-j', 'addr', 'show'])
+        try:
+            links = json.loads(out) if out else []
+        except ValueError:
+            links = []
+        seen['mtu'] = role_state.mtu_for_ips(links, probes['mtu'])
+    if probes.get('nft_tables'):
+        nft = module.get_bin_path('nft')
+        out = _run(module, [nft, 'list', 'tables']) if nft else ''
+        seen['nft_tables'] = role_state.nft_tables_loaded(out, probes['nft_tables'])
+    return seen
+
+
+def _read_stamp(path):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            role=dict(type='str', required=True),
+            fingerprint=dict(type='str', required=True, no_log=False),
+            probes=dict(type='dict', default={}),
+            facts=dict(type='dict', default={}),
+            state=dict(type='str', choices=['check', 'record'], default='check'),
+            state_dir=dict(type='path', default='/var/lib/llmfleet/state'),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    problems = role_state.spec_problems(p['role'], p['fingerprint'], p['probes'])
+    if problems:
+        module.fail_json(msg='; '.join(problems))
+    path = os.path.join(p['state_dir'], p['role'] + '.json')
+    if p['state'] == 'check':
+        recorded = _read_stamp(path)
+        observed = observe(module, role_state.probes_to_observe(recorded, p['probes']))
+        reasons = role_state.drift(recorded, p['fingerprint'], observed)
+        module.exit_json(changed=False, current=not reasons, drift=reasons, path=path, fingerprint=p['fingerprint'],
+                         facts={} if reasons else recorded.get('facts') or {})
+    probes = role_state.normalize_probes(p['probes'])
+    document = role_state.stamp(p['role'], p['fingerprint'], probes, observe(module, probes), p['facts'])
+    text = json.dumps(document, indent=1, sort_keys=True) + '\n'
+    current = None
+    if os.path.exists(path):
+        with open(path) as handle:
+            current = handle.read()
+    changed = current != text
+    if changed and not module.check_mode:
+        if not os.path.isdir(p['state_dir']):
+            os.makedirs(p['state_dir'], 0o700)
+        tmp = path + '.tmp'
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, 'w') as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, path)
+    module.exit_json(changed=changed, current=True, drift=[], path=path, fingerprint=p['fingerprint'], facts=p['facts'])
+
+
+if __name__ == '__main__':
+    main()

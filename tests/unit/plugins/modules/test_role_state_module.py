@@ -1,0 +1,106 @@
+"""The llmfleet.cluster.role_state module on real files in tmp_path: a record, then a check that finds
+the node current; an edited file, a stopped unit and new inputs are drift; check mode writes nothing;
+the recorded facts come back only to a check that finds the node current."""
+import json
+import os
+import stat
+
+from ansible_collections.llmfleet.cluster.plugins.modules import role_state
+from uthelper import run_module
+
+FP = '1' * 64
+
+
+def systemctl(states):
+    def run(argv):
+        if argv[0] == 'systemctl':
+            units = argv[argv.index('--') + 1:]
+            return 0, '\n\n'.join('Id=%s\nActiveState=%s\nUnitFileState=enabled' % (u, states[u]) for u in units), ''
+        return 1, '', 'unexpected %s' % argv
+    return run
+
+
+def args(tmp_path, state='check', fingerprint=FP, **extra):
+    probes = {'files': [str(tmp_path / 'comm.env')], 'units': ['ray.service'], 'dirs': [str(tmp_path / 'venv')],
+              'venvs': [str(tmp_path / 'venv')], 'trees': [str(tmp_path / 'models')]}
+    return dict({'role': 'fabric', 'fingerprint': fingerprint, 'state': state, 'state_dir': str(tmp_path / 'state'),
+                 'probes': probes if state == 'record' else {}}, **extra)
+
+
+def setup(tmp_path):
+    (tmp_path / 'comm.env').write_text('NCCL_SOCKET_IFNAME=eth1\n')
+    site = tmp_path / 'venv' / 'lib' / 'python3.12' / 'site-packages'
+    site.mkdir(parents=True)
+    (site / 'vllm-0.32.0.dist-info').mkdir()
+    (site / 'vllm-0.32.0.dist-info' / 'METADATA').write_text('Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0\n\nbody\n')
+    (tmp_path / 'venv' / 'bin').mkdir()
+    os.symlink('/usr/bin/python3', str(tmp_path / 'venv' / 'bin' / 'python'))
+    (tmp_path / 'models').mkdir()
+    (tmp_path / 'models' / 'model.safetensors').write_bytes(b'0' * 8192)
+    return site
+
+
+def test_a_weight_rewritten_in_place_is_drift(monkeypatch, tmp_path):
+    setup(tmp_path)
+    running = systemctl({'ray.service': 'active'})
+    run_module(monkeypatch, role_state, args(tmp_path, 'record'), commands=running)
+    weights = tmp_path / 'models' / 'model.safetensors'
+    stamp = os.stat(weights)
+    with open(weights, 'r+b') as handle:  # same size, as `dd conv=notrunc` leaves it
+        handle.seek(4096)
+        handle.write(b'XXXX')
+    os.utime(weights, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1000))
+    out = run_module(monkeypatch, role_state, args(tmp_path), commands=running)
+    assert [d.split(':')[0] for d in out.result['drift']] == ['trees %s' % (tmp_path / 'models')]
+
+
+def test_record_then_current_then_drift(monkeypatch, tmp_path):
+    site = setup(tmp_path)
+    running = systemctl({'ray.service': 'active'})
+    rec = run_module(monkeypatch, role_state, args(tmp_path, 'record', facts={'fabric_iface': 'eth1'}), commands=running)
+    assert not rec.failed and rec.result['changed']
+    path = tmp_path / 'state' / 'fabric.json'
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert json.loads(path.read_text())['observed']['venvs'][str(tmp_path / 'venv')]['distributions'] == 1
+    again = run_module(monkeypatch, role_state, args(tmp_path, 'record', facts={'fabric_iface': 'eth1'}), commands=running)
+    assert not again.result['changed']
+
+    ok = run_module(monkeypatch, role_state, args(tmp_path), commands=running)
+    assert ok.result['current'] and ok.result['drift'] == [] and not ok.result['changed']
+    assert ok.result['facts'] == {'fabric_iface': 'eth1'}
+
+    (tmp_path / 'comm.env').write_text('NCCL_SOCKET_IFNAME=eth9\n')
+    edited = run_module(monkeypatch, role_state, args(tmp_path), commands=running)
+    assert not edited.result['current'] and edited.result['facts'] == {}
+    assert [d.split(':')[0] for d in edited.result['drift']] == ['files %s' % (tmp_path / 'comm.env')]
+
+    (tmp_path / 'comm.env').write_text('NCCL_SOCKET_IFNAME=eth1\n')
+    stopped = run_module(monkeypatch, role_state, args(tmp_path), commands=systemctl({'ray.service': 'failed'}))
+    assert stopped.result['drift'] == ["units ray.service: 'failed/enabled', was 'active/enabled'"]
+
+    # a version edited in place (the dist-info keeps its name) and a package installed by hand
+    (site / 'vllm-0.32.0.dist-info' / 'METADATA').write_text('Metadata-Version: 2.1\nName: vllm\nVersion: 9.9.9\n')
+    edited_version = run_module(monkeypatch, role_state, args(tmp_path), commands=running)
+    assert len(edited_version.result['drift']) == 1 and edited_version.result['drift'][0].startswith('venvs ')
+    (site / 'vllm-0.32.0.dist-info' / 'METADATA').write_text('Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0\n\nbody\n')
+    assert run_module(monkeypatch, role_state, args(tmp_path), commands=running).result['current']
+    (site / 'ray-2.50.0.dist-info').mkdir()
+    by_hand = run_module(monkeypatch, role_state, args(tmp_path), commands=running)
+    assert len(by_hand.result['drift']) == 1 and by_hand.result['drift'][0].startswith('venvs ')
+
+    new_inputs = run_module(monkeypatch, role_state, args(tmp_path, fingerprint='2' * 64), commands=running)
+    assert new_inputs.result['drift'][0].startswith("the role's inputs changed")
+
+
+def test_check_mode_record_writes_nothing(monkeypatch, tmp_path):
+    setup(tmp_path)
+    out = run_module(monkeypatch, role_state, args(tmp_path, 'record'), commands=systemctl({'ray.service': 'active'}),
+                     check_mode=True)
+    assert out.result['changed'] and not (tmp_path / 'state').exists()
+    check = run_module(monkeypatch, role_state, args(tmp_path), commands=systemctl({'ray.service': 'active'}), check_mode=True)
+    assert not check.result['current'] and check.result['drift'] == ['no record of a full run of this role']
+
+
+def test_bad_input_fails_naming_it(monkeypatch, tmp_path):
+    out = run_module(monkeypatch, role_state, dict(args(tmp_path), fingerprint='nope'))
+    assert out.failed and "fingerprint 'nope'" in out.result['msg']
