@@ -37,7 +37,7 @@ def spec_problems(role, fingerprint, probes):
     if not ROLE_RE.match(role or ''):
         problems.append('role %r: a role name (lower case, digits, _)' % (role,))
     if not FINGERPRINT_RE.match(fingerprint or ''):
-        problems.append('fingerprint %r: a sha256 hex digest (lookup llmfleet.cluster.role_inputs)' % (fingerprint,))
+        problems.append('fingerprint %r: a sha256 hex digest (the role_state action computes it when left out)' % (fingerprint,))
     for kind, names in sorted((probes or {}).items()):
         if kind not in PROBE_KINDS:
             problems.append('probes.%s: unknown kind (one of %s)' % (kind, ', '.join(sorted(PROBE_KINDS))))
@@ -85,6 +85,23 @@ def probes_to_observe(recorded, probes):
     return normalize_probes(dict((kind, list(names)) for kind, names in merged.items()))
 
 
+def observed_subset(observed, probes):
+    """The part of `observed` ({kind: {name: value}}) that `probes` name."""
+    return dict((kind, dict((n, (observed.get(kind) or {}).get(n)) for n in names)) for kind, names in probes.items())
+
+
+def snapshot(stamps, observed):
+    """{role: {fingerprint, drift, facts, path}} for every record, its probes' drift judged from one
+    observation of all of them (`observed` covers every record's probes)."""
+    out = {}
+    for role, recorded in sorted(stamps.items()):
+        wanted = probes_to_observe(recorded, {})
+        out[role] = {'fingerprint': recorded.get('fingerprint'), 'facts': recorded.get('facts') or {},
+                     'path': recorded.get('path', ''),
+                     'drift': drift(recorded, recorded.get('fingerprint'), observed_subset(observed, wanted))}
+    return out
+
+
 def drift(recorded, fingerprint, observed):
     """Why the node is not as the recorded full run left it (empty: it is).
 
@@ -115,7 +132,8 @@ def _short(value):
 
 def converge_drift(hosts, hostvars):
     """What this run's role_state checks found, over every result registered as __<role>_state on the
-    given hosts: {'checked': how many, 'drifted': ['host: role', ...]} (checked 0: no role checked)."""
+    given hosts: {'checked': how many, 'drifted': ['host: role', ...], 'unchanged': whether some role
+    was checked and none drifted (nothing ran its tasks)}."""
     checked, drifted = 0, []
     for host in hosts:
         for name, result in sorted((hostvars.get(host) or {}).items()):
@@ -125,7 +143,7 @@ def converge_drift(hosts, hostvars):
             checked += 1
             if result.get('current') is not True:
                 drifted.append('%s: %s' % (host, name[2:-len('_state')]))
-    return {'checked': checked, 'drifted': drifted}
+    return {'checked': checked, 'drifted': drifted, 'unchanged': checked > 0 and not drifted}
 
 
 def parse_systemctl_show(text, units):

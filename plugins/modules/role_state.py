@@ -12,7 +12,7 @@ description:
   - A re-run that changes nothing spends its time on tasks that each find their one thing already right.
     With this module a role first asks, in one call, whether the node is as its last full run left it; if so
     the role skips its tasks (one skipped include), else it runs in full and records again at its end.
-  - O(state=check) compares the role's input fingerprint (lookup C(llmfleet.cluster.role_inputs), over the
+  - O(state=check) compares the role's input fingerprint (computed on the controller over the
     role's variables, the host's cluster plan and the collection's code) with the recorded one, and what the
     probes observe now with what they observed at the record - file checksums and modes, directories, links,
     model files' size and mtime, packages, unit states and drop-ins, the fabric NIC's name and MTU, nftables
@@ -26,9 +26,12 @@ options:
     type: str
     required: true
   fingerprint:
-    description: sha256 of the role's inputs, from C(lookup('llmfleet.cluster.role_inputs', role)).
+    description:
+      - sha256 of the role's inputs. Left out, the action plugin computes it on the controller - over the templated
+        value of every variable in the role's C(meta/argument_specs.yml) and every C(llmfleet_*) variable (the
+        cluster plan included), and the content of the role's directory, the collection's C(plugins/) and
+        C(profiles/) (plugins/plugin_utils/role_inputs.py); the task must then run inside that role.
     type: str
-    required: true
   probes:
     description:
       - What to observe, by kind, each a list of names. O(state=record) stores them (they may name what the full
@@ -49,6 +52,13 @@ options:
     type: str
     choices: [check, record]
     default: check
+  snapshot:
+    description:
+      - With O(state=check), also observe the probes of every role's record in O(state_dir), in the same call,
+        and return them as RV(snapshot); the role_state action answers later checks of the same run from it
+        without contacting the node, as long as no role of the run has drifted (nothing has changed since).
+    type: bool
+    default: false
   state_dir:
     description: Where the stamps are kept (made 0700 by O(state=record)).
     type: path
@@ -70,7 +80,6 @@ EXAMPLES = r"""
 - name: Is this node as the fabric role's last full run left it?
   llmfleet.cluster.role_state:
     role: fabric
-    fingerprint: "{{ lookup('llmfleet.cluster.role_inputs', 'fabric') }}"
   register: fabric_state
 
 - name: Everything else of the role, only where something drifted
@@ -111,6 +120,12 @@ fingerprint:
 facts:
   description: The facts the last record stored (V(check) when RV(current)); else empty.
   returned: always
+  type: dict
+snapshot:
+  description:
+    - With O(snapshot), per role recorded in O(state_dir) - its recorded C(fingerprint), the C(drift) of its probes
+      now (inputs not compared), its C(facts) and C(path).
+  returned: when O(snapshot) is set
   type: dict
 """
 
@@ -255,6 +270,23 @@ def observe(module, probes):
     return seen
 
 
+def wanted_for(recorded, probes):
+    return role_state.probes_to_observe(recorded, probes)
+
+
+def _all_stamps(state_dir):
+    """{role: stamp} of every record in the directory."""
+    stamps = {}
+    if os.path.isdir(state_dir):
+        for name in sorted(os.listdir(state_dir)):
+            if name.endswith('.json'):
+                stamp = _read_stamp(os.path.join(state_dir, name))
+                if stamp and stamp.get('role'):
+                    stamp['path'] = os.path.join(state_dir, name)
+                    stamps[stamp['role']] = stamp
+    return stamps
+
+
 def _read_stamp(path):
     try:
         with open(path) as handle:
@@ -270,6 +302,7 @@ def main():
             fingerprint=dict(type='str', required=True, no_log=False),
             probes=dict(type='dict', default={}),
             facts=dict(type='dict', default={}),
+            snapshot=dict(type='bool', default=False),
             state=dict(type='str', choices=['check', 'record'], default='check'),
             state_dir=dict(type='path', default='/var/lib/llmfleet/state'),
         ),
@@ -282,10 +315,17 @@ def main():
     path = os.path.join(p['state_dir'], p['role'] + '.json')
     if p['state'] == 'check':
         recorded = _read_stamp(path)
-        observed = observe(module, role_state.probes_to_observe(recorded, p['probes']))
-        reasons = role_state.drift(recorded, p['fingerprint'], observed)
-        module.exit_json(changed=False, current=not reasons, drift=reasons, path=path, fingerprint=p['fingerprint'],
-                         facts={} if reasons else recorded.get('facts') or {})
+        stamps = _all_stamps(p['state_dir']) if p['snapshot'] else {}
+        wanted = role_state.probes_to_observe(recorded, p['probes'])
+        for other in stamps.values():
+            wanted = role_state.probes_to_observe(other, wanted)
+        observed = observe(module, wanted)
+        reasons = role_state.drift(recorded, p['fingerprint'], role_state.observed_subset(observed, wanted_for(recorded, p['probes'])))
+        result = dict(changed=False, current=not reasons, drift=reasons, path=path, fingerprint=p['fingerprint'],
+                      facts={} if reasons else recorded.get('facts') or {})
+        if p['snapshot']:
+            result['snapshot'] = role_state.snapshot(stamps, observed)
+        module.exit_json(**result)
     probes = role_state.normalize_probes(p['probes'])
     document = role_state.stamp(p['role'], p['fingerprint'], probes, observe(module, probes), p['facts'])
     text = json.dumps(document, indent=1, sort_keys=True) + '\n'

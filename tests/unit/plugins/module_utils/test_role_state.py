@@ -103,6 +103,7 @@ def test_converge_drift():
                            '__serve_state': {'current': False, 'fingerprint': FP},
                            '__models_state': {'skipped': True}, 'other_state': {'current': False, 'fingerprint': FP}},
                 'thor1': {'__fabric_state': {'current': True, 'fingerprint': FP}}, 'thor2': {}}
-    assert rs.converge_drift(['spark1', 'thor1', 'thor2'], hostvars) == {'checked': 3, 'drifted': ['spark1: serve']}
-    assert rs.converge_drift(['thor1'], hostvars) == {'checked': 1, 'drifted': []}
-    assert rs.converge_drift(['thor2'], hostvars) == {'checked': 0, 'drifted': []}
+    assert rs.converge_drift(['spark1', 'thor1', 'thor2'], hostvars) == {
+        'checked': 3, 'drifted': ['spark1: serve'], 'unchanged': False}
+    assert rs.converge_drift(['thor1'], hostvars) == {'checked': 1, 'drifted': [], 'unchanged': True}
+    assert rs.converge_drift(['thor2'], hostvars) == {'checked': 0, 'drifted': [], 'unchanged': False}

@@ -104,3 +104,20 @@ def test_check_mode_record_writes_nothing(monkeypatch, tmp_path):
 def test_bad_input_fails_naming_it(monkeypatch, tmp_path):
     out = run_module(monkeypatch, role_state, dict(args(tmp_path), fingerprint='nope'))
     assert out.failed and "fingerprint 'nope'" in out.result['msg']
+
+
+def test_a_snapshot_observes_every_record_in_one_call(monkeypatch, tmp_path):
+    setup(tmp_path)
+    running = systemctl({'ray.service': 'active'})
+    run_module(monkeypatch, role_state, args(tmp_path, 'record'), commands=running)
+    other = dict(args(tmp_path, 'record'), role='ray_node', probes={'units': ['ray.service']}, facts={'k': 'v'})
+    run_module(monkeypatch, role_state, other, commands=running)
+    common = dict(args(tmp_path), role='common', snapshot=True)
+    out = run_module(monkeypatch, role_state, common, commands=running)
+    assert not out.result['current']  # common has no record of its own yet
+    snap = out.result['snapshot']
+    assert sorted(snap) == ['fabric', 'ray_node'] and snap['fabric']['fingerprint'] == FP
+    assert snap['fabric']['drift'] == [] and snap['ray_node']['drift'] == [] and snap['ray_node']['facts'] == {'k': 'v'}
+    assert len([c for c in out.calls if c[0] == 'systemctl']) == 1  # every record's units in one call
+    stopped = run_module(monkeypatch, role_state, common, commands=systemctl({'ray.service': 'failed'}))
+    assert stopped.result['snapshot']['ray_node']['drift'] == ["units ray.service: 'failed/enabled', was 'active/enabled'"]

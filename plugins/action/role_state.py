@@ -1,0 +1,69 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""Action plugin for llmfleet.cluster.role_state: computes the role's input fingerprint on the
+controller (plugin_utils/role_inputs.py), then either answers a check from the snapshot the common
+role's check took at the start of the run (no node contact: the run's first role_state call observed
+every role's probes at once) or runs the module on the node.
+
+The snapshot answers only while no role_state check of this run has found a host drifted: a role
+that ran its tasks may have changed what a later role's probes watch, so from then on every check
+observes the node again."""
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import role_inputs
+
+# The result the common role registers with `snapshot: true` (common runs first, once per run).
+SNAPSHOT_RESULT = '__common_state'
+
+
+def drift_in_run(hostvars, hosts, roles):
+    """Whether a role_state check registered in this run (as __<role>_state) found any host drifted."""
+    for host in hosts:
+        host_vars = hostvars[host]
+        for role in roles:
+            name = '__%s_state' % role
+            if name in host_vars:
+                result = host_vars[name]
+                if isinstance(result, dict) and 'fingerprint' in result and result.get('current') is not True:
+                    return True
+    return False
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(('role', 'fingerprint', 'probes', 'facts', 'state', 'state_dir', 'snapshot'))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        args = dict(self._task.args)
+        role = str(args.get('role') or '')
+        if not args.get('fingerprint'):
+            templar = self._templar.copy_with_new_env(available_variables=task_vars)
+            try:
+                args['fingerprint'] = role_inputs.fingerprint(role, task_vars, templar.template)
+            except role_inputs.RoleInputsError as exc:
+                raise AnsibleActionFail('role_state: %s' % exc)
+        if args.get('state', 'check') == 'check' and not args.get('snapshot') and not args.get('probes'):
+            answer = self._from_snapshot(role, args['fingerprint'], task_vars)
+            if answer is not None:
+                result.update(answer)
+                return result
+        result.update(self._execute_module(module_name='llmfleet.cluster.role_state', module_args=args,
+                                           task_vars=task_vars))
+        return result
+
+    def _from_snapshot(self, role, fp, task_vars):
+        taken = task_vars.get(SNAPSHOT_RESULT)
+        snapshot = taken.get('snapshot') if isinstance(taken, dict) else None
+        if not snapshot or role not in snapshot:
+            return None
+        hostvars = task_vars.get('hostvars') or {}
+        hosts = (task_vars.get('groups') or {}).get('all') or []
+        if drift_in_run(hostvars, hosts, set(snapshot) | {'common'}):
+            return None
+        return role_inputs.from_snapshot(role, fp, snapshot)

@@ -1,0 +1,104 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
+"""The fingerprint of everything a role's full run depends on (the role_state action computes it on
+the controller): the templated value of every variable the role declares in its
+meta/argument_specs.yml and of every llmfleet_* variable (the cluster plan included), and the content
+of the role's directory, the collection's plugins/ and profiles/ (and llmfleet_variants_dir)."""
+
+import hashlib
+import json
+import os
+
+import yaml
+
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Inventory-wide names every role may read; llmfleet_plans is every host's plan (this host's is
+# llmfleet_plan), so another host's change does not re-run this host's roles on its own;
+# llmfleet_full_run only forces a full run: it does not change what the run leaves.
+SHARED_PREFIX = 'llmfleet_'
+EXCLUDED = frozenset(['llmfleet_plans', 'llmfleet_full_run'])
+
+
+class RoleInputsError(Exception):
+    pass
+
+
+def tree_digest(paths):
+    """sha256 over the relative path and content of every file under the given directories (sorted)."""
+    digest = hashlib.sha256()
+    for top in paths:
+        if not top or not os.path.isdir(top):
+            continue
+        for root, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d not in ('__pycache__', '.pytest_cache'))
+            for name in sorted(files):
+                if name.endswith('.pyc'):
+                    continue
+                full = os.path.join(root, name)
+                digest.update(os.path.relpath(full, top).encode('utf-8') + b'\0')
+                with open(full, 'rb') as handle:
+                    digest.update(handle.read())
+                digest.update(b'\0')
+    return digest.hexdigest()
+
+
+def declared_variables(role_path):
+    """The option names of every entry point of the role's argument specs."""
+    path = os.path.join(role_path, 'meta', 'argument_specs.yml')
+    try:
+        with open(path) as handle:
+            specs = (yaml.safe_load(handle) or {}).get('argument_specs') or {}
+    except FileNotFoundError:
+        raise RoleInputsError('%s is missing (every role declares its variables there)' % path)
+    names = set()
+    for entry in specs.values():
+        names.update((entry or {}).get('options') or {})
+    return names
+
+
+def _plain(value):
+    """JSON-able, order-stable form of a templated value."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def fingerprint(role, variables, template):
+    """sha256 hex of the role's inputs for the host whose `variables` are given; `template` renders
+    one variable's value. A variable whose template fails (it names a result the role registers
+    later) counts as the failure's type, the same on every run that reaches the same point."""
+    role_path = variables.get('role_path')
+    if not role_path or os.path.basename(str(role_path)) != role:
+        raise RoleInputsError('role %r: the task must run inside that role (role_path is %r)' % (role, role_path))
+    names = declared_variables(str(role_path))
+    names.update(n for n in variables if str(n).startswith(SHARED_PREFIX))
+    names -= EXCLUDED
+    values = {}
+    for name in sorted(names):
+        if name not in variables:
+            values[name] = '<undefined>'
+            continue
+        try:
+            values[name] = _plain(template(variables[name]))
+        except Exception as exc:  # pylint: disable=broad-except
+            values[name] = '<error: %s>' % type(exc).__name__
+    dirs = [str(role_path), os.path.join(COLLECTION_ROOT, 'plugins'), os.path.join(COLLECTION_ROOT, 'profiles')]
+    if isinstance(values.get('llmfleet_variants_dir'), str):
+        dirs.append(values['llmfleet_variants_dir'])
+    digest = hashlib.sha256()
+    digest.update(json.dumps(values, sort_keys=True).encode('utf-8'))
+    digest.update(tree_digest(dirs).encode('ascii'))
+    return digest.hexdigest()
+
+
+def from_snapshot(role, fp, snapshot):
+    """The check's result from a snapshot of every role's record taken earlier in the run (None when
+    the snapshot has no record of the role)."""
+    entry = (snapshot or {}).get(role)
+    if entry is None:
+        return None
+    reasons = []
+    if entry.get('fingerprint') != fp:
+        reasons.append("the role's inputs changed (inventory, profile, plan or the collection's code)")
+    reasons.extend(entry.get('drift') or [])
+    return {'changed': False, 'current': not reasons, 'drift': reasons, 'path': entry.get('path', ''),
+            'fingerprint': fp, 'facts': {} if reasons else entry.get('facts') or {}, 'from_snapshot': True}
