@@ -22,6 +22,7 @@ RoCE, an RDMA port must be bound to the fabric NIC (the one holding ``llmfleet_f
 ``ACTIVE`` and of link layer Ethernet; otherwise NCCL silently falls back to ``NET/Socket``.
 """
 
+import json
 import re
 from collections.abc import Mapping
 
@@ -380,6 +381,33 @@ def fabric_nic(facts, fabric_ip):
     return (primary + secondary or [{}])[0]
 
 
+def network_from_ip_json(text):
+    """The network facts the checks read (interfaces by name with device, mtu, active, ipv4 and
+    ipv4_secondaries; all_ipv4_addresses), from the host probe's `ip -j -4 addr show` line, in the
+    shape Ansible's setup module gives them; None when the probe has no parsable line (an old
+    iproute2 without -j: the role then gathers network facts instead)."""
+    try:
+        links = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(links, list):
+        return None
+    facts, everything = {}, []
+    for link in links:
+        if not isinstance(link, Mapping) or not link.get('ifname'):
+            continue
+        addresses = [a for a in link.get('addr_info') or [] if isinstance(a, Mapping) and a.get('family', 'inet') == 'inet']
+        entries = [{'address': a.get('local'), 'prefix': str(a.get('prefixlen', ''))} for a in addresses if a.get('local')]
+        everything.extend(e['address'] for e in entries)
+        nic = {'device': link['ifname'], 'mtu': link.get('mtu'), 'active': 'UP' in (link.get('flags') or [])}
+        if entries:
+            nic['ipv4'] = entries[0]
+            nic['ipv4_secondaries'] = entries[1:]
+        facts[link['ifname']] = nic
+    facts['all_ipv4_addresses'] = everything
+    return facts
+
+
 def machine_id_twins(host, hosts, hostvars, machine_id):
     """The other hosts of the run whose probe read the same /etc/machine-id (in run order)."""
     twins = []
@@ -388,6 +416,12 @@ def machine_id_twins(host, hosts, hostvars, machine_id):
         if isinstance(probe, Mapping) and 'machine_id' in probe and probe['machine_id'] == machine_id:
             twins.append(h)
     return twins
+
+
+def _network(hv):
+    """The host's network facts: from its probe's `ip -j` line, else the gathered network facts."""
+    probe = hv.get('preflight_probe') if isinstance(hv.get('preflight_probe'), Mapping) else {}
+    return network_from_ip_json(probe.get('ip_addr')) or hv.get('ansible_facts') or {}
 
 
 def _python_check(host, p, python_ok):
@@ -477,7 +511,7 @@ def _fabric_nic_check(host, hv, nic, python_ok):
     if 'llmfleet_fabric_ip' not in hv:
         return check(skip='fabric NIC: llmfleet_fabric_ip not set')
     ip = hv['llmfleet_fabric_ip']
-    addresses = ((hv.get('ansible_facts') or {}).get('all_ipv4_addresses') or [])
+    addresses = (_network(hv).get('all_ipv4_addresses') or [])
     return check(good='fabric NIC %s holds %s' % (nic.get('device', '?'), ip), problem='' if nic else (
         "%s: no interface holds llmfleet_fabric_ip '%s' (IPv4 here: %s); fix llmfleet_fabric_ip, or give the "
         "QSFP port that address" % (host, ip, ', '.join(str(a) for a in addresses) or 'none')))
@@ -525,7 +559,8 @@ def host_checks(host, hosts, hostvars, groups, cfg):
     """Every host check of ``host``, in report order, each a :func:`check` dict.
 
     ``hosts``: the hosts of the run (``ansible_play_hosts_all``; machine-ids and drivers are
-    compared among them); ``hostvars``: per host ``preflight_probe``, ``ansible_facts`` (network),
+    compared among them); ``hostvars``: per host ``preflight_probe`` (its ``ip_addr`` line is the network;
+    else ``ansible_facts``, gathered network facts),
     ``preflight_gpu``/``preflight_rdma`` (the modules' results), the inventory's ``llmfleet_*``,
     ``fabric_transport`` and ``preflight_rdma_expected``; ``groups``: the inventory groups;
     ``cfg``: the role's settings (vars/main.yml ``preflight_host_cfg``: ``min_disk_gb``,
@@ -536,7 +571,7 @@ def host_checks(host, hosts, hostvars, groups, cfg):
     hv = hostvars.get(host) or {}
     p = hv.get('preflight_probe') or {}
     python_ok = len(p.get('python', '') or '') > 0
-    nic = fabric_nic(hv.get('ansible_facts'), hv.get('llmfleet_fabric_ip', ''))
+    nic = fabric_nic(_network(hv), hv.get('llmfleet_fabric_ip', ''))
     gpu_result = hv.get('preflight_gpu') if isinstance(hv.get('preflight_gpu'), Mapping) else {}
     checks = [
         _python_check(host, p, python_ok),

@@ -7,6 +7,7 @@ A base lab (spark1 the ray_head, spark2 a worker, Alpha a third host of the run;
 each) is changed by each row: ``path`` = value, DROP deletes.
 """
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -491,3 +492,33 @@ REPORTS = [
 @pytest.mark.parametrize('name, changes, lines', REPORTS)
 def test_host_report(name, changes, lines):
     assert report(name, changes) == lines
+
+
+# The probe's `ip -j -4 addr show` line (iproute2 6.1, a sim container's shape) stands in for the
+# gathered network facts; a line that does not parse falls back to them.
+IP_JSON = json.dumps([
+    {'ifindex': 1, 'ifname': 'lo', 'flags': ['LOOPBACK', 'UP'], 'mtu': 65536,
+     'addr_info': [{'family': 'inet', 'local': '127.0.0.1', 'prefixlen': 8}]},
+    {'ifindex': 2, 'ifname': 'eth1', 'flags': ['BROADCAST', 'UP', 'LOWER_UP'], 'mtu': 1500,
+     'addr_info': [{'family': 'inet', 'local': '10.0.0.11', 'prefixlen': 24},
+                   {'family': 'inet', 'local': '192.168.100.11', 'prefixlen': 24, 'secondary': True}]},
+    {'ifindex': 3, 'ifname': 'eth0', 'flags': ['BROADCAST'], 'mtu': 9000, 'addr_info': []}])
+
+
+def test_network_from_ip_json():
+    net = preflight.network_from_ip_json(IP_JSON)
+    assert net['all_ipv4_addresses'] == ['127.0.0.1', '10.0.0.11', '192.168.100.11']
+    assert net['eth1'] == {'device': 'eth1', 'mtu': 1500, 'active': True, 'ipv4': {'address': '10.0.0.11', 'prefix': '24'},
+                           'ipv4_secondaries': [{'address': '192.168.100.11', 'prefix': '24'}]}
+    assert net['eth0'] == {'device': 'eth0', 'mtu': 9000, 'active': False}
+    assert preflight.fabric_nic(net, '192.168.100.11')['device'] == 'eth1'
+    assert preflight.network_from_ip_json('') is None and preflight.network_from_ip_json('{not json') is None
+
+
+@pytest.mark.parametrize('ip_addr, line', [
+    (IP_JSON, 'WARN spark1: fabric NIC eth1 (192.168.100.11) has MTU 1500 < 9000'),
+    ('garbled', 'ok   fabric NIC enp1s0f1np1 MTU 9000'),
+])
+def test_the_probe_line_is_the_network_when_it_parses(ip_addr, line):
+    lines = report('spark1', [('hv.spark1.preflight_probe.ip_addr', ip_addr)])
+    assert any(x.startswith(line) for x in lines), "\n".join(lines)
