@@ -136,9 +136,11 @@ def converge_drift(hosts, hostvars):
     was checked and none drifted (nothing ran its tasks)}."""
     checked, drifted = 0, []
     for host in hosts:
-        for name, result in sorted((hostvars.get(host) or {}).items()):
-            if not (name.startswith('__') and name.endswith('_state') and isinstance(result, dict)
-                    and 'fingerprint' in result and 'current' in result):
+        host_vars = hostvars.get(host) or {}
+        # the names first: Ansible's hostvars template a value only when it is read
+        for name in sorted(n for n in host_vars if n.startswith('__') and n.endswith('_state')):
+            result = host_vars[name]
+            if not (isinstance(result, dict) and 'fingerprint' in result and 'current' in result):
                 continue
             checked += 1
             if result.get('current') is not True:

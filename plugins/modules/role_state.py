@@ -35,7 +35,8 @@ options:
   probes:
     description:
       - What to observe, by kind, each a list of names. O(state=record) stores them (they may name what the full
-        run found, such as the files a patch changed); O(state=check) observes the stored ones and any given here - V(files), V(dirs), V(links), V(trees) (absolute paths),
+        run found, such as the files a patch changed); O(state=check) observes the stored ones and any given
+        here - V(files), V(dirs), V(links), V(trees) (absolute paths),
         V(packages) (dpkg names), V(units) (systemd units), V(mtu) (IP addresses), V(nft_tables)
         (C(family name)), V(http) (URLs), V(users), V(groups), V(venvs) (venv paths; their interpreter and dist-info
         names).
@@ -299,7 +300,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             role=dict(type='str', required=True),
-            fingerprint=dict(type='str', required=True, no_log=False),
+            fingerprint=dict(type='str', no_log=False),
             probes=dict(type='dict', default={}),
             facts=dict(type='dict', default={}),
             snapshot=dict(type='bool', default=False),
@@ -309,6 +310,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    if not p['fingerprint']:
+        module.fail_json(msg='role_state: no fingerprint (the action plugin computes it: run the module through it)')
     problems = role_state.spec_problems(p['role'], p['fingerprint'], p['probes'])
     if problems:
         module.fail_json(msg='; '.join(problems))

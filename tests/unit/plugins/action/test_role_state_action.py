@@ -1,0 +1,23 @@
+"""The role_state action's choice: answer a check from the run's snapshot only while no check of the
+run has found a host drifted (a role that ran may have changed what later probes watch)."""
+from ansible_collections.llmfleet.cluster.plugins.action.role_state import drift_in_run
+
+FP = 'f' * 64
+
+
+def test_no_drift_yet_lets_the_snapshot_answer():
+    hostvars = {'spark1': {'__common_state': {'current': True, 'fingerprint': FP}},
+                'spark2': {'__common_state': {'current': True, 'fingerprint': FP},
+                           '__fabric_state': {'current': True, 'fingerprint': FP}}}
+    assert not drift_in_run(hostvars, ['spark1', 'spark2'], {'common', 'fabric', 'serve'})
+
+
+def test_one_drifted_check_anywhere_means_observe_again():
+    hostvars = {'spark1': {'__common_state': {'current': True, 'fingerprint': FP}},
+                'thor2': {'__fabric_state': {'current': False, 'fingerprint': FP}}}
+    assert drift_in_run(hostvars, ['spark1', 'thor2'], {'common', 'fabric'})
+
+
+def test_a_skipped_registration_is_not_a_check():
+    hostvars = {'spark1': {'__fabric_state': {'skipped': True, 'changed': False}}}
+    assert not drift_in_run(hostvars, ['spark1'], {'fabric'})
