@@ -34,7 +34,7 @@ def drift_in_run(hostvars, hosts, roles):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(('role', 'fingerprint', 'probes', 'facts', 'state', 'state_dir', 'snapshot'))
+    _VALID_ARGS = frozenset(('role', 'fingerprint', 'probes', 'facts', 'state', 'state_dir', 'snapshot', 'host'))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -42,6 +42,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         args = dict(self._task.args)
         role = str(args.get('role') or '')
+        args.setdefault('host', str(task_vars.get('inventory_hostname') or ''))
         if not args.get('fingerprint'):
             templar = self._templar.copy_with_new_env(available_variables=task_vars)
             try:

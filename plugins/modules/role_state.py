@@ -60,6 +60,13 @@ options:
         without contacting the node, as long as no role of the run has drifted (nothing has changed since).
     type: bool
     default: false
+  host:
+    description:
+      - The inventory host the stamps are for (a directory of its own below O(state_dir), so that inventory hosts
+        sharing one machine, as in connection-local tests, keep theirs apart). The action plugin passes
+        C(inventory_hostname); empty keeps the stamps in O(state_dir) itself.
+    type: str
+    default: ""
   state_dir:
     description: Where the stamps are kept (made 0700 by O(state=record)).
     type: path
@@ -305,6 +312,7 @@ def main():
             facts=dict(type='dict', default={}),
             snapshot=dict(type='bool', default=False),
             state=dict(type='str', choices=['check', 'record'], default='check'),
+            host=dict(type='str', default=''),
             state_dir=dict(type='path', default='/var/lib/llmfleet/state'),
         ),
         supports_check_mode=True,
@@ -315,10 +323,13 @@ def main():
     problems = role_state.spec_problems(p['role'], p['fingerprint'], p['probes'])
     if problems:
         module.fail_json(msg='; '.join(problems))
-    path = os.path.join(p['state_dir'], p['role'] + '.json')
+    if '/' in p['host'] or p['host'] in ('.', '..'):
+        module.fail_json(msg='role_state: host %r is not a plain name' % p['host'])
+    state_dir = os.path.join(p['state_dir'], p['host']) if p['host'] else p['state_dir']
+    path = os.path.join(state_dir, p['role'] + '.json')
     if p['state'] == 'check':
         recorded = _read_stamp(path)
-        stamps = _all_stamps(p['state_dir']) if p['snapshot'] else {}
+        stamps = _all_stamps(state_dir) if p['snapshot'] else {}
         wanted = role_state.probes_to_observe(recorded, p['probes'])
         for other in stamps.values():
             wanted = role_state.probes_to_observe(other, wanted)
@@ -338,8 +349,9 @@ def main():
             current = handle.read()
     changed = current != text
     if changed and not module.check_mode:
-        if not os.path.isdir(p['state_dir']):
-            os.makedirs(p['state_dir'], 0o700)
+        for directory in (p['state_dir'], state_dir):
+            if not os.path.isdir(directory):
+                os.makedirs(directory, 0o700)
         tmp = path + '.tmp'
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, 'w') as handle:

@@ -121,3 +121,17 @@ def test_a_snapshot_observes_every_record_in_one_call(monkeypatch, tmp_path):
     assert len([c for c in out.calls if c[0] == 'systemctl']) == 1  # every record's units in one call
     stopped = run_module(monkeypatch, role_state, common, commands=systemctl({'ray.service': 'failed'}))
     assert stopped.result['snapshot']['ray_node']['drift'] == ["units ray.service: 'failed/enabled', was 'active/enabled'"]
+
+
+def test_two_inventory_hosts_on_one_machine_keep_their_own_records(monkeypatch, tmp_path):
+    setup(tmp_path)
+    running = systemctl({'ray.service': 'active'})
+    for host, fp in (('nodea', '1' * 64), ('nodeb', '2' * 64)):
+        run_module(monkeypatch, role_state, dict(args(tmp_path, 'record', fingerprint=fp), host=host), commands=running)
+    assert sorted(os.listdir(tmp_path / 'state')) == ['nodea', 'nodeb']
+    assert stat.S_IMODE(os.stat(tmp_path / 'state' / 'nodea').st_mode) == 0o700
+    for host, fp in (('nodea', '1' * 64), ('nodeb', '2' * 64)):
+        out = run_module(monkeypatch, role_state, dict(args(tmp_path, fingerprint=fp), host=host), commands=running)
+        assert out.result['current'], (host, out.result['drift'])
+    bad = run_module(monkeypatch, role_state, dict(args(tmp_path), host='../x'), commands=running)
+    assert bad.failed and 'not a plain name' in bad.result['msg']
