@@ -16,6 +16,7 @@ PROBE_KINDS = {
     'dirs': 'mode, owner and group of a directory (or absent)',
     'links': 'target of a symbolic link (or absent)',
     'trees': 'relative path, size and mtime of every file under a directory (model weights: not hashed)',
+    'hashed_trees': 'relative path, size and sha256 of every file under a directory (read in full: never in a snapshot)',
     'packages': 'dpkg status of a package',
     'units': 'systemd ActiveState, UnitFileState and drop-in files of a unit',
     'mtu': 'name and MTU of the interface that carries an IP address (or no such interface)',
@@ -47,7 +48,7 @@ def spec_problems(role, fingerprint, probes):
             continue
         if len(set(names)) != len(names):
             problems.append('probes.%s: a name appears twice' % kind)
-        if kind in ('files', 'dirs', 'links', 'trees', 'venvs') and not all(n.startswith('/') for n in names):
+        if kind in ('files', 'dirs', 'links', 'trees', 'hashed_trees', 'venvs') and not all(n.startswith('/') for n in names):
             problems.append('probes.%s: paths must be absolute' % kind)
     return problems
 
@@ -90,11 +91,23 @@ def observed_subset(observed, probes):
     return dict((kind, dict((n, (observed.get(kind) or {}).get(n)) for n in names)) for kind, names in probes.items())
 
 
+SNAPSHOT_EXCLUDED_KINDS = frozenset(['hashed_trees'])
+
+
+def in_snapshot(recorded):
+    """Whether a record's probes are cheap enough for the run's snapshot: one that hashes files in full
+    (model weights with models_verify_hashes) is checked by its own role's call, not by every playbook."""
+    return not (set((recorded or {}).get('probes') or {}) & SNAPSHOT_EXCLUDED_KINDS)
+
+
 def snapshot(stamps, observed):
     """{role: {fingerprint, drift, facts, path}} for every record, its probes' drift judged from one
-    observation of all of them (`observed` covers every record's probes)."""
+    observation of all of them (`observed` covers every record's probes; records that hash files are
+    left out, see in_snapshot)."""
     out = {}
     for role, recorded in sorted(stamps.items()):
+        if not in_snapshot(recorded):
+            continue
         wanted = probes_to_observe(recorded, {})
         out[role] = {'fingerprint': recorded.get('fingerprint'), 'facts': recorded.get('facts') or {},
                      'path': recorded.get('path', ''),

@@ -37,7 +37,8 @@ options:
       - What to observe, by kind, each a list of names. O(state=record) stores them (they may name what the full
         run found, such as the files a patch changed); O(state=check) observes the stored ones and any given
         here - V(files), V(dirs), V(links), V(trees) (absolute paths),
-        V(packages) (dpkg names), V(units) (systemd units), V(mtu) (IP addresses), V(nft_tables)
+        V(hashed_trees) (the same, files hashed in full; such a record is left out of a snapshot), V(packages) (dpkg names),
+        V(units) (systemd units), V(mtu) (IP addresses), V(nft_tables)
         (C(family name)), V(http) (URLs), V(users), V(groups), V(venvs) (venv paths; their interpreter and dist-info
         names).
     type: dict
@@ -221,6 +222,25 @@ def _venv(path):
     return {'python': os.path.realpath(python), 'distributions': count, 'digest': digest.hexdigest()}
 
 
+def _hashed_tree(path):
+    """Size and sha256 of every file (what models_verify_hashes asks of every run)."""
+    if not os.path.isdir(path):
+        return None
+    seen = {}
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            full = os.path.join(root, name)
+            digest = hashlib.sha256()
+            try:
+                with open(full, 'rb') as handle:
+                    for chunk in iter(lambda: handle.read(1 << 20), b''):
+                        digest.update(chunk)
+            except FileNotFoundError:
+                continue
+            seen[os.path.relpath(full, path)] = '%d %s' % (os.path.getsize(full), digest.hexdigest())
+    return seen
+
+
 def _user(name):
     try:
         entry = pwd.getpwnam(name)
@@ -252,7 +272,7 @@ def observe(module, probes):
     """{kind: {name: observed}} for every probe."""
     seen = {}
     per_path = {'files': _file, 'dirs': _dir, 'links': _link, 'trees': _tree, 'users': _user,
-                'groups': _group, 'http': _http, 'venvs': _venv}
+                'groups': _group, 'http': _http, 'venvs': _venv, 'hashed_trees': _hashed_tree}
     for kind, fn in per_path.items():
         if probes.get(kind):
             seen[kind] = dict((name, fn(name)) for name in probes[kind])
@@ -332,7 +352,8 @@ def main():
         stamps = _all_stamps(state_dir) if p['snapshot'] else {}
         wanted = role_state.probes_to_observe(recorded, p['probes'])
         for other in stamps.values():
-            wanted = role_state.probes_to_observe(other, wanted)
+            if role_state.in_snapshot(other):
+                wanted = role_state.probes_to_observe(other, wanted)
         observed = observe(module, wanted)
         reasons = role_state.drift(recorded, p['fingerprint'], role_state.observed_subset(observed, wanted_for(recorded, p['probes'])))
         result = dict(changed=False, current=not reasons, drift=reasons, path=path, fingerprint=p['fingerprint'],

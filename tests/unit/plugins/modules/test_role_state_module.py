@@ -135,3 +135,18 @@ def test_two_inventory_hosts_on_one_machine_keep_their_own_records(monkeypatch, 
         assert out.result['current'], (host, out.result['drift'])
     bad = run_module(monkeypatch, role_state, dict(args(tmp_path), host='../x'), commands=running)
     assert bad.failed and 'not a plain name' in bad.result['msg']
+
+
+def test_hashed_trees_see_what_size_and_mtime_hide_and_stay_out_of_a_snapshot(monkeypatch, tmp_path):
+    setup(tmp_path)
+    running = systemctl({'ray.service': 'active'})
+    models = dict(args(tmp_path, 'record'), role='models', probes={'hashed_trees': [str(tmp_path / 'models')]})
+    run_module(monkeypatch, role_state, models, commands=running)
+    weights = tmp_path / 'models' / 'model.safetensors'
+    stamp = os.stat(weights)
+    weights.write_bytes(b'1' + b'0' * 8191)  # same size, and the old mtime put back
+    os.utime(weights, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    out = run_module(monkeypatch, role_state, dict(args(tmp_path), role='models'), commands=running)
+    assert [d.split(':')[0] for d in out.result['drift']] == ['hashed_trees %s' % (tmp_path / 'models')]
+    snap = run_module(monkeypatch, role_state, dict(args(tmp_path), role='common', snapshot=True), commands=running)
+    assert 'models' not in snap.result['snapshot']  # its role's own call hashes, not every playbook's first check
