@@ -152,37 +152,43 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.llmfleet.cluster.plugins.module_utils import role_state
 
 
-def _file(path):
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return {'type': 'not a file'}
+def _sha256(path):
     digest = hashlib.sha256()
     with open(path, 'rb') as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b''):
             digest.update(chunk)
-    return {'sha256': digest.hexdigest(), 'mode': '%04o' % stat.S_IMODE(st.st_mode), 'uid': st.st_uid, 'gid': st.st_gid}
+    return digest.hexdigest()
+
+
+def _stat(path, follow, is_kind, kind):
+    """(stat, None), or (None, what to record): None when absent, a type note when not a `kind`."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except FileNotFoundError:
+        return None, None
+    return (st, None) if is_kind(st.st_mode) else (None, {'type': 'not a %s' % kind})
+
+
+def _owner_mode(st):
+    return {'mode': '%04o' % stat.S_IMODE(st.st_mode), 'uid': st.st_uid, 'gid': st.st_gid}
+
+
+def _file(path):
+    st, other = _stat(path, False, stat.S_ISREG, 'file')
+    return other if st is None else dict(_owner_mode(st), sha256=_sha256(path))
 
 
 def _dir(path):
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISDIR(st.st_mode):
-        return {'type': 'not a directory'}
-    return {'mode': '%04o' % stat.S_IMODE(st.st_mode), 'uid': st.st_uid, 'gid': st.st_gid}
+    st, other = _stat(path, True, stat.S_ISDIR, 'directory')
+    return other if st is None else _owner_mode(st)
 
 
 def _link(path):
     return os.readlink(path) if os.path.islink(path) else None
 
 
-def _tree(path):
-    """Size and modification time of every file (rsync's quick check): a copy rewritten in place
-    changes its mtime; weights are not hashed on a re-run (llmfleet_full_run re-hashes them)."""
+def _walk(path, describe):
+    """{relative path: describe(full path)} for every file under a directory (None when absent)."""
     if not os.path.isdir(path):
         return None
     seen = {}
@@ -190,11 +196,19 @@ def _tree(path):
         for name in files:
             full = os.path.join(root, name)
             try:
-                st = os.stat(full)
+                seen[os.path.relpath(full, path)] = describe(full)
             except FileNotFoundError:
                 continue
-            seen[os.path.relpath(full, path)] = '%d@%d' % (st.st_size, st.st_mtime_ns)
     return seen
+
+
+def _tree(path):
+    """Size and modification time of every file (rsync's quick check): a copy rewritten in place
+    changes its mtime."""
+    def describe(full):
+        st = os.stat(full)
+        return '%d@%d' % (st.st_size, st.st_mtime_ns)
+    return _walk(path, describe)
 
 
 def _venv(path):
@@ -224,21 +238,7 @@ def _venv(path):
 
 def _hashed_tree(path):
     """Size and sha256 of every file (what models_verify_hashes asks of every run)."""
-    if not os.path.isdir(path):
-        return None
-    seen = {}
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            full = os.path.join(root, name)
-            digest = hashlib.sha256()
-            try:
-                with open(full, 'rb') as handle:
-                    for chunk in iter(lambda: handle.read(1 << 20), b''):
-                        digest.update(chunk)
-            except FileNotFoundError:
-                continue
-            seen[os.path.relpath(full, path)] = '%d %s' % (os.path.getsize(full), digest.hexdigest())
-    return seen
+    return _walk(path, lambda full: '%d %s' % (os.path.getsize(full), _sha256(full)))
 
 
 def _user(name):
