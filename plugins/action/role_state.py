@@ -4,13 +4,15 @@
 """Action plugin for llmfleet.cluster.role_state: computes the role's input fingerprint on the
 controller (plugin_utils/role_inputs.py), then either answers a check from the snapshot the common
 role's check took at the start of the run (no node contact: the run's first role_state call observed
-every role's probes at once) or runs the module on the node.
+every role's probes at once) or runs the module on the node. A run limited by --tags, or one with llmfleet_full_run, finds no
+node current (the role runs in full, as asked).
 
 The snapshot answers only while no role_state check of this run has found a host drifted: a role
 that ran its tasks may have changed what a later role's probes watch, so from then on every check
 observes the node again."""
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils import role_inputs
@@ -49,14 +51,28 @@ class ActionModule(ActionBase):
                 args['fingerprint'] = role_inputs.fingerprint(role, task_vars, templar.template)
             except role_inputs.RoleInputsError as exc:
                 raise AnsibleActionFail('role_state: %s' % exc)
-        if args.get('state', 'check') == 'check' and not args.get('snapshot') and not args.get('probes'):
+        checking = args.get('state', 'check') == 'check'
+        answer = None
+        if checking and not args.get('snapshot') and not args.get('probes'):
             answer = self._from_snapshot(role, args['fingerprint'], task_vars)
-            if answer is not None:
-                result.update(answer)
-                return result
-        result.update(self._execute_module(module_name='llmfleet.cluster.role_state', module_args=args,
-                                           task_vars=task_vars))
+        if answer is None:
+            answer = self._execute_module(module_name='llmfleet.cluster.role_state', module_args=args,
+                                          task_vars=task_vars)
+        result.update(answer)
+        forced = self._forced(task_vars) if checking else ''
+        if forced and not result.get('failed'):
+            result.update(current=False, drift=[forced] + list(result.get('drift') or []), facts={})
         return result
+
+    def _forced(self, task_vars):
+        """Why this run runs every role in full whatever the record says ('' when it does not): a run
+        limited by --tags runs what it selected, and llmfleet_full_run asks for everything."""
+        if 'all' not in (task_vars.get('ansible_run_tags') or ['all']):
+            return 'a run limited by --tags runs the tasks it selects'
+        templar = self._templar.copy_with_new_env(available_variables=task_vars)
+        if boolean(templar.template(task_vars.get('llmfleet_full_run', False)), strict=False):
+            return 'llmfleet_full_run is set'
+        return ''
 
     def _from_snapshot(self, role, fp, task_vars):
         taken = task_vars.get(SNAPSHOT_RESULT)

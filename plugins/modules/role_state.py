@@ -298,10 +298,6 @@ def observe(module, probes):
     return seen
 
 
-def wanted_for(recorded, probes):
-    return role_state.probes_to_observe(recorded, probes)
-
-
 def _all_stamps(state_dir):
     """{role: stamp} of every record in the directory."""
     stamps = {}
@@ -350,12 +346,13 @@ def main():
     if p['state'] == 'check':
         recorded = _read_stamp(path)
         stamps = _all_stamps(state_dir) if p['snapshot'] else {}
-        wanted = role_state.probes_to_observe(recorded, p['probes'])
+        own = role_state.probes_to_observe(recorded, p['probes'])
+        wanted = own
         for other in stamps.values():
             if role_state.in_snapshot(other):
                 wanted = role_state.probes_to_observe(other, wanted)
         observed = observe(module, wanted)
-        reasons = role_state.drift(recorded, p['fingerprint'], role_state.observed_subset(observed, wanted_for(recorded, p['probes'])))
+        reasons = role_state.drift(recorded, p['fingerprint'], role_state.observed_subset(observed, own))
         result = dict(changed=False, current=not reasons, drift=reasons, path=path, fingerprint=p['fingerprint'],
                       facts={} if reasons else recorded.get('facts') or {})
         if p['snapshot']:
