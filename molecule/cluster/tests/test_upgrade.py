@@ -100,6 +100,9 @@ def test_upgrade_a_to_b_serves_after_and_reports_downtime():
     assert rc == 0, failures(out)
     assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
     assert {h: current(h) for h in THORS} == THORS  # their group's own release: not moved
+    # the head restarted on B: the Thors' Ray workers were restarted into its new session at once
+    rejoin = out.split("TASK [llmfleet.cluster.ray_node : Rejoin the workers", 1)[1].split("TASK [", 1)[0]
+    assert all(f"changed: [{h}]" in rejoin for h in THORS) and "changed: [spark1]" not in rejoin, rejoin
     # the release is what it installs: another vLLM in `current` on every node, and serving
     assert {h: engine_version(h) for h in HOSTS} == {h: VERSION_B for h in HOSTS}
     assert {h: engine_version(h, RELEASE_A) for h in HOSTS} == {h: VERSION_A for h in HOSTS}  # A kept for rollback
