@@ -241,6 +241,28 @@ def is_alive(st: dict) -> bool:
     return bool(st["State"]["Running"]) and pid > 0 and Path(f"/proc/{pid}").exists()
 
 
+def cgroup_args(mountinfo: str | None = None) -> list[str]:
+    """The host's cgroup2 hierarchy for the nodes' systemd, on a hybrid-cgroup host.
+
+    On a host whose controllers are on cgroup v1 (this CI machine: /sys/fs/cgroup is a tmpfs,
+    cgroup2 at /sys/fs/cgroup/unified), podman gives a container the v1 hierarchies only. systemd
+    in the node then gets no "cgroup empty" notice (the v1 release agent works on the host only),
+    so every stop of a unit whose processes were reparented (Ray's, vLLM's engine cores) waits
+    TimeoutStopSec for nothing, then logs "State 'final-sigterm' timed out" (measured: 10.2 s for
+    a unit of two double-forked `sleep`s, 0.04 s with this mount). With the host's cgroup2 mounted
+    in, systemd runs in hybrid mode and watches cgroup.events as on a real host; it only writes
+    under its own container's cgroup (the path in /proc/self/cgroup), which podman removes with
+    the container. A host on cgroup v2 alone gives containers cgroup2 already: nothing to add.
+    """
+    if mountinfo is None:
+        mountinfo = Path("/proc/self/mountinfo").read_text()
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if fields[4] == "/sys/fs/cgroup/unified" and fields[fields.index("-") + 1] == "cgroup2":
+            return ["-v", "/sys/fs/cgroup/unified:/sys/fs/cgroup/unified:rw"]
+    return []
+
+
 def iface_of(container: str, ip: str) -> str:
     out = sh("podman", "exec", container, "ip", "-j", "-4", "addr", "show", capture=True).stdout
     for link in json.loads(out):
@@ -275,7 +297,8 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
     ensure_network(mgmt_net, mgmt, None)
     ensure_network(fabric_net, fabric, 9000)
     pub = key.with_suffix(".pub")
-    config = hashlib.sha256(f"{ref}{pub.read_text()}{mgmt}{fabric}".encode()).hexdigest()[:12]
+    cgroups = cgroup_args()
+    config = hashlib.sha256(f"{ref}{pub.read_text()}{mgmt}{fabric}{cgroups}".encode()).hexdigest()[:12]
     nodes = layout(name, count)
     fresh = []
     for n in nodes:
@@ -298,7 +321,7 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
                "--shm-size", "2g",
                "--network", f"{mgmt_net}:ip={n['mgmt_ip']}",
                "--network", f"{fabric_net}:ip={n['fabric_ip']}",
-               "-v", f"{pub}:/root/.ssh/authorized_keys:ro,Z",
+               "-v", f"{pub}:/root/.ssh/authorized_keys:ro,Z", *cgroups,
                ref, "/sbin/init", capture=True)
             fresh.append(n)
         elif not st["State"]["Running"]:

@@ -43,3 +43,16 @@ def test_lab_names_get_disjoint_subnets():
 ])
 def test_is_alive_needs_a_live_process(state, alive):
     assert simlab.is_alive({"State": state}) is alive
+
+
+# /proc/self/mountinfo lines as this CI machine (hybrid) and a cgroup-v2-only host show them
+HYBRID = """31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+"""
+V2_ONLY = "31 23 0:28 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate\n"
+
+
+def test_nodes_get_the_hosts_cgroup2_only_on_a_hybrid_host():
+    assert simlab.cgroup_args(HYBRID) == ["-v", "/sys/fs/cgroup/unified:/sys/fs/cgroup/unified:rw"]
+    assert simlab.cgroup_args(V2_ONLY) == []
