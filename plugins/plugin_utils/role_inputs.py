@@ -18,6 +18,14 @@ COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 # llmfleet_full_run only forces a full run: it does not change what the run leaves.
 SHARED_PREFIX = 'llmfleet_'
 EXCLUDED = frozenset(['llmfleet_plans', 'llmfleet_full_run'])
+# Roles that do not depend on the whole serving plan: for them the profile selectors (resolved into
+# llmfleet_plan) are not inputs, and of llmfleet_plan only the view below is. serve works for its
+# own serving group (llmfleet_plan.serve: its resolved profile, hosts, unit and port); common for
+# none (service account, paths, node identity). Without this, a profile variant for the Sparks'
+# group re-ran the Thors' SGLang tasks and every node's common tasks in that run and again in the
+# next (serve.yml failing its flag check on the Sparks: 47 s; no-op 8 s).
+PROFILE_SELECTORS = frozenset(['llmfleet_serve_profile', 'llmfleet_serve_profiles_extra', 'llmfleet_serve_groups'])
+PLAN_VIEWS = {'serve': 'own_group', 'common': 'no_serving'}
 
 
 class RoleInputsError(Exception):
@@ -62,6 +70,23 @@ def _plain(value):
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
+def plan_view(plan, view):
+    """llmfleet_plan as a role of PLAN_VIEWS depends on it: never the cluster-wide default profile
+    (the Ray nodes' required_env) nor the other serving groups; 'no_serving': no serving group at all."""
+    if not isinstance(plan, dict):
+        return plan
+    own = (plan.get('serve') or {}).get('name') if view == 'own_group' else None
+    out = dict(plan)
+    out.pop('profile_spec', None)
+    if view == 'no_serving':
+        out.pop('serve', None)
+    cluster = dict(out.get('cluster') or {})
+    cluster['serve_groups'] = [g for g in cluster.get('serve_groups') or []
+                               if own is not None and isinstance(g, dict) and g.get('name') == own]
+    out['cluster'] = cluster
+    return out
+
+
 def fingerprint(role, variables, template):
     """sha256 hex of the role's inputs for the host whose `variables` are given; `template` renders
     one variable's value. A variable whose template fails (it names a result the role registers
@@ -72,6 +97,8 @@ def fingerprint(role, variables, template):
     names = declared_variables(str(role_path))
     names.update(n for n in variables if str(n).startswith(SHARED_PREFIX))
     names -= EXCLUDED
+    if role in PLAN_VIEWS:
+        names -= PROFILE_SELECTORS
     values = {}
     for name in sorted(names):
         if name not in variables:
@@ -81,6 +108,8 @@ def fingerprint(role, variables, template):
             values[name] = _plain(template(variables[name]))
         except Exception as exc:  # pylint: disable=broad-except
             values[name] = '<error: %s>' % type(exc).__name__
+    if role in PLAN_VIEWS and 'llmfleet_plan' in values:
+        values['llmfleet_plan'] = plan_view(values['llmfleet_plan'], PLAN_VIEWS[role])
     dirs = [str(role_path), os.path.join(COLLECTION_ROOT, 'plugins'), os.path.join(COLLECTION_ROOT, 'profiles')]
     if isinstance(values.get('llmfleet_variants_dir'), str):
         dirs.append(values['llmfleet_variants_dir'])

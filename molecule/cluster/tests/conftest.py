@@ -31,10 +31,30 @@ EXTENDED: set = {"test_serve_ray.py::test_ray_pipeline_parallel_two_stages"}
 # test_teardown.py leaves it torn down (venvs kept): the next converge or `make demo` serves A again.
 LAST = ("test_upgrade.py", "test_teardown.py")
 
+# Checks whose first step replaces whatever serves (their own serve.yml run): a module that changed
+# what serves may leave its change to them instead of spending an engine load on restoring the
+# inventory's profile (see serving_is_replaced_next). test_serve_ray.py runs just before the first.
+REPLACES_SERVING = ("test_serve_lifecycle.py::test_a_process_dying_during_load_fails_fast_with_its_log",)
+BEFORE_REPLACER = "test_serve_ray.py"
+_NEXT = {}
+
+
+def _key(item):
+    return "%s::%s" % (os.path.basename(str(item.fspath)), item.originalname)
+
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: LAST.index(os.path.basename(str(item.fspath))) + 1
-               if os.path.basename(str(item.fspath)) in LAST else 0)  # stable: file order otherwise
+    position = {id(item): i for i, item in enumerate(items)}  # file order
+    replacer = next((i for i, item in enumerate(items) if _key(item) in REPLACES_SERVING), None)
+
+    def order(item):
+        name = os.path.basename(str(item.fspath))
+        if name in LAST:
+            return (LAST.index(name) + 1, position[id(item)])
+        if name == BEFORE_REPLACER and replacer is not None:
+            return (0, replacer - 0.5, position[id(item)])  # just before the replacer, in file order
+        return (0, position[id(item)])
+    items.sort(key=order)
     if os.environ.get("LLMFLEET_CLUSTER_EXTENDED") == "1":
         return
     skip = pytest.mark.skip(reason="opt-in (LLMFLEET_CLUSTER_EXTENDED=1): see EXTENDED in conftest.py")
@@ -54,6 +74,18 @@ def pytest_runtest_setup(item):
     if deadline and time.time() > deadline:
         pytest.skip("TIME BUDGET: `make test` passed LLMFLEET_TEST_DEADLINE "
                     f"({time.strftime('%H:%M:%S', time.localtime(deadline))}); this check did not run")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    _NEXT["item"] = nextitem  # before the fixtures of `item` are torn down
+
+
+def serving_is_replaced_next():
+    """True when the check that runs next replaces what serves first (REPLACES_SERVING): a
+    fixture tearing down may then leave its serving change in place."""
+    nxt = _NEXT.get("item")
+    return nxt is not None and _key(nxt) in REPLACES_SERVING
 
 
 # Each check's wall time as it ends, with the clock: a run that CI kills (or a session that stops)

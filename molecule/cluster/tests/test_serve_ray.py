@@ -3,7 +3,9 @@
 The inventory serves sim-tiny-llama (TP=2, vLLM's native mp executor). The module serves
 sim-tiny-llama-ray-tp2 once (one engine load): vLLM's CPU build with --distributed-executor-backend
 ray (the SIM-ONLY engine patches make its CPU platform accept Ray), joining llmfleet-ray from spark1,
-and --reasoning-parser deepseek_r1; then it puts the inventory's profile back (a second load).
+and --reasoning-parser deepseek_r1; then it puts the inventory's profile back (a second load),
+unless the check that runs next replaces what serves anyway (conftest.py runs this file just before
+test_serve_lifecycle.py, whose first check does: one engine load fewer).
 PP=2 over Ray is one more engine load: opt-in (EXTENDED in conftest.py).
 """
 import json
@@ -12,7 +14,7 @@ import re
 import pytest
 import yaml
 
-from conftest import FABRIC_IP, VENV, api_key, failures, node, recap, run_module, run_playbook
+from conftest import FABRIC_IP, VENV, api_key, failures, node, recap, run_module, run_playbook, serving_is_replaced_next
 
 API = f"http://{FABRIC_IP['spark1']}:8000"
 MODEL = "tiny-llama"
@@ -52,6 +54,9 @@ def ray_tp2():
     out, ready = serve("sim-tiny-llama-ray-tp2")
     print(f"\nTIME TO HEALTHY ray TP=2: {ready} s")
     yield out
+    if serving_is_replaced_next():
+        print("\nRay TP=2 left serving: the next check replaces it (REPLACES_SERVING in conftest.py)")
+        return
     _out, ready = serve()
     print(f"\nTIME TO HEALTHY mp TP=2 (restored): {ready} s")
 

@@ -37,6 +37,44 @@ def test_moves_with_declared_and_shared_inputs_and_code(role):
     assert digest(role) != first
 
 
+def _plan(own_profile, other_profile, default_profile):
+    groups = [{'name': 'sparks', 'profile': other_profile}, {'name': 'thors', 'profile': own_profile}]
+    return {'host': 'thor1', 'serve': {'name': 'thors', 'profile': own_profile, 'profile_spec': {'name': own_profile}},
+            'profile_spec': {'name': default_profile}, 'cluster': {'serve_groups': groups[1:] + groups[:1]}}
+
+
+def _fp(tmp_path, role, plan, **more):
+    path = tmp_path / 'roles' / role
+    (path / 'meta').mkdir(parents=True, exist_ok=True)
+    (path / 'meta' / 'argument_specs.yml').write_text('argument_specs:\n  main:\n    options:\n      x_port: {type: int}\n')
+    variables = dict({'role_path': str(path), 'x_port': 8000, 'llmfleet_plan': plan, 'llmfleet_serve_profile': 'tiny'}, **more)
+    return role_inputs.fingerprint(role, variables, lambda value: value)
+
+
+VARIANT = {'llmfleet_serve_profile': 'tiny-oldflag', 'llmfleet_serve_profiles_extra': {'tiny-oldflag': {'extends': 'tiny'}}}
+
+
+def test_serve_ignores_the_other_groups_profile(tmp_path):
+    """serve on a Thor: a variant of the Sparks' profile (the cluster default) is not its input; its own
+    group's profile is, and so is any other part of its plan."""
+    first = _fp(tmp_path, 'serve', _plan('sglang-tiny', 'tiny', 'tiny'))
+    assert _fp(tmp_path, 'serve', _plan('sglang-tiny', 'tiny-oldflag', 'tiny-oldflag'), **VARIANT) == first
+    assert _fp(tmp_path, 'serve', _plan('sglang-other', 'tiny', 'tiny')) != first
+    assert _fp(tmp_path, 'serve', dict(_plan('sglang-tiny', 'tiny', 'tiny'), release='sglang-0.5.22')) != first
+
+
+def test_common_ignores_every_serving_profile_but_not_its_paths(tmp_path):
+    first = _fp(tmp_path, 'common', _plan('sglang-tiny', 'tiny', 'tiny'))
+    assert _fp(tmp_path, 'common', _plan('sglang-other', 'tiny-oldflag', 'tiny-oldflag'), **VARIANT) == first
+    assert _fp(tmp_path, 'common', dict(_plan('sglang-tiny', 'tiny', 'tiny'), paths={'prefix': '/srv'})) != first
+
+
+def test_other_roles_still_see_the_whole_plan(tmp_path):
+    """ray_node gives every Ray node the default profile's required_env: a variant is its input."""
+    first = _fp(tmp_path, 'ray_node', _plan('sglang-tiny', 'tiny', 'tiny'))
+    assert _fp(tmp_path, 'ray_node', _plan('sglang-tiny', 'tiny-oldflag', 'tiny-oldflag'), **VARIANT) != first
+
+
 def test_a_failing_template_counts_as_its_error_type(role):
     def template(value):
         if value == 'later':
