@@ -2,6 +2,7 @@
 stream, self-recovery after a killed rank, fail-fast on a load that dies, API key enforcement.
 The file leaves tiny-llama served with the inventory's settings (the sim's generated API key)."""
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -20,11 +21,12 @@ def starts():
     return {h: unit_started_at(node(h), UNIT) for h in ("spark1", "spark2")}
 
 
-def chat(max_tokens=8, key=None, stream=False, timeout=120):
-    """key None: the cluster's current key; "": no Authorization header."""
+def chat(max_tokens=8, key=None, stream=False, timeout=120, **sampling):
+    """key None: the cluster's current key; "": no Authorization header. sampling: vLLM's extra
+    sampling parameters (ignore_eos=True: exactly max_tokens)."""
     key = api_key() if key is None else key
-    body = json.dumps({"model": "tiny-llama", "max_tokens": max_tokens, "stream": stream,
-                       "messages": [{"role": "user", "content": "hello"}]}).encode()
+    body = json.dumps(dict({"model": "tiny-llama", "max_tokens": max_tokens, "stream": stream,
+                            "messages": [{"role": "user", "content": "hello"}]}, **sampling)).encode()
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
@@ -83,13 +85,23 @@ def test_a_changed_flag_and_api_key_restart_every_rank_then_an_unchanged_run_is_
     assert starts() == after
 
 
+def drained(out):
+    """The API rank's drain from a `serve.yml -v` run: (most requests seen running, seconds waited)."""
+    section = out.split("TASK [llmfleet.cluster.serve : Stop the API rank first", 1)[1].split("TASK [", 1)[0]
+    found = re.search(r"drained:\s+running: ([0-9.]+)\s+waited: ([0-9.]+)", section)
+    assert found, section[-2000:]
+    return float(found.group(1)), float(found.group(2))
+
+
 def test_stop_waits_for_an_inflight_stream():
-    """Back to the inventory's profile and key file (a restart) while a stream runs: the stream finishes first."""
+    """Back to the inventory's profile and key file (a restart) while a stream runs: the stream
+    finishes whole (and the API rank's drain reports what it saw running)."""
     received, done = [], {}
 
     def consume():
-        # the key of the check before (the engine still requires it; one without a key ignores it)
-        with chat(max_tokens=300, stream=True, timeout=300, key=KEY) as resp:
+        # the key of the check before (the engine still requires it; one without a key ignores it).
+        # exactly 300 tokens (no early EOS, so the finish reason is always "length")
+        with chat(max_tokens=300, stream=True, timeout=300, key=KEY, ignore_eos=True) as resp:
             for raw in resp:
                 line = raw.decode().strip()
                 if line.startswith("data: ") and line != "data: [DONE]":
@@ -101,14 +113,17 @@ def test_stop_waits_for_an_inflight_stream():
     t.start()
     wait_for(lambda: len(received) > 0, 120, step=0.2)
     before = starts()
-    rc, out, _secs = run_playbook("playbooks/serve.yml")
+    rc, out, _secs = run_playbook("playbooks/serve.yml", "-v")
     t.join(timeout=300)
     assert rc == 0, failures(out)
     assert "at" in done, "the stream was cut by the restart"
     finish = [c["choices"][0].get("finish_reason") for c in received if c.get("choices")]
     assert finish[-1] == "length"
-    stopped_at = int(node("spark1").check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {UNIT}"))
-    assert starts() != before and stopped_at > 0
+    # reported, not asserted: whether the stream still ran when the stop began depends on how fast
+    # the sim generates against how long the run's checks before the stop take (docs/testing.md)
+    running, waited = drained(out)
+    print(f"\nthe API rank's stop waited {waited} s for {running:.0f} running request(s)")
+    assert starts() != before
     assert "--max-num-seqs 4" in node("spark2").check_output(f"systemctl show -P ExecStart {UNIT}")
 
 
