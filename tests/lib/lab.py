@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import yaml
@@ -101,22 +102,39 @@ def ansible_env():
                 PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
 
 
-def run_ansible(cmd, timeout, tail):
-    """Run an ansible CLI with the project's config and collection. -> (rc, output, seconds)."""
+def run_ansible(cmd, timeout, tail, on_line=None):
+    """Run an ansible CLI with the project's config and collection. -> (rc, output, seconds).
+    on_line(line) sees each output line as it is printed (a check that acts at a given task)."""
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=timeout, check=False)
+    if on_line is None:
+        proc = subprocess.run(cmd, cwd=ROOT, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout, check=False)
+        rc, out = proc.returncode, proc.stdout
+    else:
+        with subprocess.Popen(cmd, cwd=ROOT, env=dict(ansible_env(), PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) as proc:
+            killer = threading.Timer(timeout, proc.kill)
+            killer.start()
+            lines = []
+            try:
+                for line in proc.stdout:
+                    lines.append(line)
+                    on_line(line)
+                rc = proc.wait()
+            finally:
+                killer.cancel()
+        out = "".join(lines)
     seconds = time.monotonic() - t0
-    print(f"\n$ {' '.join(cmd)}  -> rc={proc.returncode} in {seconds:.0f}s\n{proc.stdout[-tail:]}")
-    return proc.returncode, proc.stdout, seconds
+    print(f"\n$ {' '.join(cmd)}  -> rc={rc} in {seconds:.0f}s\n{out[-tail:]}")
+    return rc, out, seconds
 
 
-def run_playbook(playbook, *args, extra_vars=None, timeout=900, inventory=SIM_INVENTORY, tail=3000):
+def run_playbook(playbook, *args, extra_vars=None, timeout=900, inventory=SIM_INVENTORY, tail=3000, on_line=None):
     """ansible-playbook <playbook> (relative to the repo) from the controller. -> (rc, output, seconds)."""
     cmd = [ansible_bin("ansible-playbook"), "-i", str(inventory), os.path.join(ROOT, playbook), *args]
     if extra_vars:
         cmd += ["-e", json.dumps(extra_vars)]
-    return run_ansible(cmd, timeout, tail=tail)
+    return run_ansible(cmd, timeout, tail=tail, on_line=on_line)
 
 
 def run_module(host, module, args, timeout=300, inventory=SIM_INVENTORY):

@@ -85,44 +85,59 @@ def test_a_changed_flag_and_api_key_restart_every_rank_then_an_unchanged_run_is_
     assert starts() == after
 
 
-def drained(out):
-    """The API rank's drain from a `serve.yml -v` run: (most requests seen running, seconds waited)."""
+def drained(out, host="spark1"):
+    """The drain of `host`'s API rank from a `serve.yml -v` run: (most requests seen running, seconds
+    waited). Per host: the Thors' SGLang API rank stops in the same task (a new key restarts every
+    group), and its result, 0 running, may print first."""
     section = out.split("TASK [llmfleet.cluster.serve : Stop the API rank first", 1)[1].split("TASK [", 1)[0]
-    found = re.search(r"drained:\s+running: ([0-9.]+)\s+waited: ([0-9.]+)", section)
-    assert found, section[-2000:]
+    assert f"[{host}] =>" in section, section[-2000:]
+    result = re.split(r"\n(?=\S)", section.split(f"[{host}] =>", 1)[1], maxsplit=1)[0]  # to the next host's line
+    found = re.search(r"drained:\s+running: ([0-9.]+)\s+waited: ([0-9.]+)", result)
+    assert found, result[-2000:]
     return float(found.group(1)), float(found.group(2))
 
 
-def test_stop_waits_for_an_inflight_stream():
-    """Back to the inventory's profile and key file (a restart) while a stream runs: the stream
-    finishes whole (and the API rank's drain reports what it saw running)."""
-    received, done = [], {}
+# The last two tasks before serve's stops: a stream starts at each (the run's checks before them take
+# longer than a stream of the sim's whole context). The first one is running long before the stop reads
+# /metrics; the second one started so close to the stop that it still runs, however fast the engine is.
+STREAM_CUES = ("TASK [llmfleet.cluster.serve : Would any rank of the engine (re)start?]",
+               "TASK [llmfleet.cluster.serve : Decide whether the whole group restarts]")
 
-    def consume():
+
+def test_stop_waits_for_an_inflight_stream():
+    """Back to the inventory's profile and key file (a restart) while streams run: the API rank's
+    stop sees them running and waits for them, and each stream finishes whole."""
+    streams = {cue: {"received": [], "done": None} for cue in STREAM_CUES}
+
+    def consume(state):
         # the key of the check before (the engine still requires it; one without a key ignores it).
-        # exactly 300 tokens (no early EOS, so the finish reason is always "length")
-        with chat(max_tokens=300, stream=True, timeout=300, key=KEY, ignore_eos=True) as resp:
+        # as long as the sim's context allows (512), no early EOS: the finish reason is "length"
+        with chat(max_tokens=480, stream=True, timeout=300, key=KEY, ignore_eos=True) as resp:
             for raw in resp:
                 line = raw.decode().strip()
                 if line.startswith("data: ") and line != "data: [DONE]":
-                    received.append(json.loads(line[6:]))
+                    state["received"].append(json.loads(line[6:]))
                 elif line == "data: [DONE]":
-                    done["at"] = time.monotonic()
+                    state["done"] = time.monotonic()
+    threads = {cue: threading.Thread(target=consume, args=(streams[cue],)) for cue in STREAM_CUES}
 
-    t = threading.Thread(target=consume)
-    t.start()
-    wait_for(lambda: len(received) > 0, 120, step=0.2)
+    def start_streams_at_cues(line):
+        for cue, t in threads.items():
+            if line.startswith(cue) and t.ident is None:
+                t.start()
     before = starts()
-    rc, out, _secs = run_playbook("playbooks/serve.yml", "-v")
-    t.join(timeout=300)
+    rc, out, _secs = run_playbook("playbooks/serve.yml", "-v", on_line=start_streams_at_cues)
     assert rc == 0, failures(out)
-    assert "at" in done, "the stream was cut by the restart"
-    finish = [c["choices"][0].get("finish_reason") for c in received if c.get("choices")]
-    assert finish[-1] == "length"
-    # reported, not asserted: whether the stream still ran when the stop began depends on how fast
-    # the sim generates against how long the run's checks before the stop take (docs/testing.md)
+    assert all(t.ident for t in threads.values()), f"the run printed none or one of {STREAM_CUES}"
+    for t in threads.values():
+        t.join(timeout=300)
+    for cue, state in streams.items():
+        assert state["done"], f"the stream started at {cue!r} was cut by the restart"
+        finish = [c["choices"][0].get("finish_reason") for c in state["received"] if c.get("choices")]
+        assert finish[-1] == "length"
     running, waited = drained(out)
     print(f"\nthe API rank's stop waited {waited} s for {running:.0f} running request(s)")
+    assert running >= 1 and waited > 0, "the stop did not see the running streams"
     assert starts() != before
     assert "--max-num-seqs 4" in node("spark2").check_output(f"systemctl show -P ExecStart {UNIT}")
 
