@@ -64,15 +64,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# tools/ci/run_tests.sh starts its controller lane (unit and controller integration tests) when
-# these checks start: the converge before them keeps every core busy, the checks leave some idle.
-def pytest_sessionstart(session):  # pylint: disable=unused-argument
-    marker = os.environ.get("LLMFLEET_CHECKS_STARTED_FILE")
-    if marker:
-        with open(marker, "w", encoding="utf-8"):
-            pass
-
-
 # CI gives the whole `make test` 90 minutes and kills it after that, reporting nothing. To keep a
 # slow machine from losing the run, tools/ci/run_tests.sh exports LLMFLEET_TEST_DEADLINE (epoch
 # seconds, 80 min after `make test` started by default: the longest check here takes ~12 min): a
