@@ -7,13 +7,14 @@
 #
 # Three lanes share the machine. The lab lane (the lab, then the molecule scenarios) runs at normal
 # priority: its checks time engine loads and recoveries. The controller lane (unit tests, then the
-# controller-side integration tests) runs beside it at normal priority too: it uses about one core and
-# ends during the cluster converge, before the first timed check (measured: the converge +5 %, the
-# two together 1012 -> 639 s). The build lane (ansible-lint, the collection build, ansible-test sanity,
-# the NCCL compile) is CPU work with no clock in it: it runs at idle CPU and I/O priority (SCHED_IDLE,
-# ionice idle), so it only takes the cycles the other lanes leave while they wait on restarts, Ray and
-# engines. The side lanes' output is printed when the lab lane is done. LLMFLEET_TEST_LANES=1 runs
-# everything in one lane, in order; TEST_STEPS="a b" runs just those steps, in one lane.
+# controller-side integration tests) runs beside it from the start, also at normal priority, and ends
+# during the cluster converge. The build lane (ansible-lint, the collection build, ansible-test
+# sanity, the NCCL compile) is CPU work with no clock in it: it runs at idle CPU and I/O priority
+# (SCHED_IDLE, ionice idle). Priorities order the controller's own processes only: the lab's
+# containers are other cgroups, which the kernel shares the CPU with by cgroup weight, so a side lane
+# takes CPU from the nodes whenever it runs (docs/testing.md has the runs that showed it). The side
+# lanes' output is printed when the lab lane is done. LLMFLEET_TEST_LANES=1 runs everything in one
+# lane, in order; TEST_STEPS="a b" runs just those steps, in one lane.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LAB_LANE=(lab-up molecule-default install-test molecule-fabric molecule-cluster)
