@@ -113,7 +113,8 @@ def run_ansible(cmd, timeout, tail, on_line=None):
     else:
         with subprocess.Popen(cmd, cwd=ROOT, env=dict(ansible_env(), PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) as proc:
-            killer = threading.Timer(timeout, proc.kill)
+            timed_out = threading.Event()
+            killer = threading.Timer(timeout, lambda: (timed_out.set(), proc.kill()))
             killer.start()
             lines = []
             try:
@@ -124,6 +125,8 @@ def run_ansible(cmd, timeout, tail, on_line=None):
             finally:
                 killer.cancel()
         out = "".join(lines)
+        if timed_out.is_set():  # fail as the plain path does, not as a run that returned -9
+            raise subprocess.TimeoutExpired(cmd, timeout, output=out)
     seconds = time.monotonic() - t0
     print(f"\n$ {' '.join(cmd)}  -> rc={rc} in {seconds:.0f}s\n{out[-tail:]}")
     return rc, out, seconds

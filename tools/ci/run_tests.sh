@@ -7,14 +7,16 @@
 #
 # Three lanes share the machine. The lab lane (the lab, then the molecule scenarios) runs at normal
 # priority: its checks time engine loads and recoveries. The controller lane (unit tests, then the
-# controller-side integration tests) runs beside it from the start, also at normal priority, and ends
-# during the cluster converge. The build lane (ansible-lint, the collection build, ansible-test
-# sanity, the NCCL compile) is CPU work with no clock in it: it runs at idle CPU and I/O priority
-# (SCHED_IDLE, ionice idle). Priorities order the controller's own processes only: the lab's
-# containers are other cgroups, which the kernel shares the CPU with by cgroup weight, so a side lane
-# takes CPU from the nodes whenever it runs (docs/testing.md has the runs that showed it). The side
-# lanes' output is printed when the lab lane is done. LLMFLEET_TEST_LANES=1 runs everything in one
-# lane, in order; TEST_STEPS="a b" runs just those steps, in one lane.
+# controller-side integration tests) runs beside it from the start; the build lane (ansible-lint, the
+# collection build, ansible-test sanity, the NCCL compile) is CPU work with no clock in it. The lab's
+# nodes are podman containers, i.e. cgroups, and the kernel shares the CPU between cgroups by weight
+# before it looks at any process's priority: a side lane left in the root cgroup weighs as much per
+# process as all four nodes together. So each side lane runs in a CPU cgroup of its own (lane_cgroup):
+# the controller lane at a low weight (it still progresses: its checks have timeouts), the build lane
+# at idle weight (cpu.idle: it runs when the nodes leave a core free). Where no CPU cgroup can be made
+# (no cgroupfs write access), they fall back to process priorities only. The side lanes' output is
+# printed when the lab lane is done. LLMFLEET_TEST_LANES=1 runs everything in one lane, in order;
+# TEST_STEPS="a b" runs just those steps, in one lane.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LAB_LANE=(lab-up molecule-default install-test molecule-fabric molecule-cluster)
@@ -46,13 +48,31 @@ step() {
   printf '%-24s %-6s %5ss\n' "$1" "$res" $(( $(date +%s) - t0 )) >> "$LOGS/results"
 }
 
-# side_lane NAME [idle] STEP...: runs the steps in order in the background, each step's output in
+# lane_cgroup NAME WEIGHT: makes the CPU cgroup llmfleet-NAME-lane (cgroup v2 or v1's cpu hierarchy)
+# and prints its cgroup.procs path; WEIGHT is idle (cpu.idle) or a v1 cpu.shares value (1024 is a
+# process's default; v2's cpu.weight gets shares/10). Prints nothing where it cannot.
+lane_cgroup() {
+  local base dir
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then base=/sys/fs/cgroup
+  elif [ -d /sys/fs/cgroup/cpu ]; then base=/sys/fs/cgroup/cpu
+  else return 0; fi
+  dir=$base/llmfleet-$1-lane
+  mkdir -p "$dir" 2> /dev/null || return 0
+  if [ "$2" = idle ]; then echo 1 > "$dir/cpu.idle"
+  elif [ "$base" = /sys/fs/cgroup ]; then echo $(( $2 / 10 )) > "$dir/cpu.weight"
+  else echo "$2" > "$dir/cpu.shares"; fi 2> /dev/null && [ -w "$dir/cgroup.procs" ] && echo "$dir/cgroup.procs"
+}
+
+# side_lane NAME WEIGHT STEP...: runs the steps in order in the background, in the lane's CPU cgroup
+# (lane_cgroup) and, at idle weight, at idle CPU and I/O priority; each step's output in
 # $LOGS/STEP.log; sets lane_pid
 side_lane() {
-  local name=$1 idle=$2; shift 2
+  local name=$1 weight=$2 procs; shift 2
+  procs=$(lane_cgroup "$name" "$weight")
   (
-    if [ "$idle" = idle ]; then
-      # lowered before the first fork: every process of the lane inherits it
+    # before the first fork: every process of the lane inherits it
+    if [ -n "$procs" ]; then echo "$BASHPID" > "$procs"; fi
+    if [ "$weight" = idle ]; then
       chrt --idle -p 0 "$BASHPID" && renice -n 19 -p "$BASHPID" > /dev/null && ionice -c 3 -p "$BASHPID"
     fi
     # the lane's own fact cache: its playbook runs never share cached facts with the lab's
@@ -60,11 +80,11 @@ side_lane() {
     for s in "$@"; do step "$s" > "$LOGS/$s.log" 2>&1; done
   ) &
   lane_pid=$!
-  echo "=== $name lane ($idle priority, logs in $LOGS): $*"
+  echo "=== $name lane (CPU weight $weight, cgroup ${procs:-none: process priority only}, logs in $LOGS): $*"
 }
 side_pids=()
 if [ "${#CONTROLLER_LANE[@]}" -gt 0 ]; then
-  side_lane controller normal "${CONTROLLER_LANE[@]}"; side_pids+=("$lane_pid")
+  side_lane controller 256 "${CONTROLLER_LANE[@]}"; side_pids+=("$lane_pid")
 fi
 if [ "${#BUILD_LANE[@]}" -gt 0 ]; then
   side_lane build idle "${BUILD_LANE[@]}"; side_pids+=("$lane_pid")
@@ -75,6 +95,7 @@ for s in "${LAB_LANE[@]}"; do step "$s"; done
 if [ "${#side_pids[@]}" -gt 0 ]; then
   echo "=== waiting for the side lanes (+$(( $(date +%s) - start ))s)"
   wait "${side_pids[@]}"
+  rmdir /sys/fs/cgroup/llmfleet-*-lane /sys/fs/cgroup/cpu/llmfleet-*-lane 2> /dev/null
   for s in "${CONTROLLER_LANE[@]}" "${BUILD_LANE[@]}"; do cat "$LOGS/$s.log"; done
 fi
 echo "=== summary (controller and build lane steps ran beside the lab lane)"
