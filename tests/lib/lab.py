@@ -162,6 +162,18 @@ def recap(text):
     return out
 
 
+def drained(out, host="spark1", task="llmfleet.cluster.serve : Stop the API rank first"):
+    """What `host`'s API rank stop drained, from a `-v` run's output: (most requests seen running,
+    seconds waited). Per host: another group's API rank may stop in the same task (a new key
+    restarts every group) and print its own result first."""
+    section = out.split(f"TASK [{task}", 1)[1].split("TASK [", 1)[0]
+    assert f"[{host}] =>" in section, section[-2000:]
+    result = re.split(r"\n(?=\S)", section.split(f"[{host}] =>", 1)[1], maxsplit=1)[0]  # to the next host's line
+    found = re.search(r"drained:\s+running: ([0-9.]+)\s+waited: ([0-9.]+)", result)
+    assert found, result[-2000:]
+    return float(found.group(1)), float(found.group(2))
+
+
 def unit_started_at(host, unit):
     """ActiveEnterTimestampMonotonic of a unit: changes exactly when it (re)starts."""
     return host.check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {unit}")

@@ -2,14 +2,13 @@
 stream, self-recovery after a killed rank, fail-fast on a load that dies, API key enforcement.
 The file leaves tiny-llama served with the inventory's settings (the sim's generated API key)."""
 import json
-import re
 import threading
 import time
 import urllib.error
 import urllib.request
 
 
-from conftest import FABRIC_IP, api_key, failures, node, recap, run_module, run_playbook, unit_started_at, wait_for
+from conftest import FABRIC_IP, api_key, drained, failures, node, recap, run_module, run_playbook, unit_started_at, wait_for
 
 UNIT = "llmfleet-serve-tiny-llama"
 ENV_DIR = "/etc/llmfleet"
@@ -83,18 +82,6 @@ def test_a_changed_flag_and_api_key_restart_every_rank_then_an_unchanged_run_is_
     rc, out, _secs = run_playbook("playbooks/serve.yml", extra_vars=changed)
     assert rc == 0 and all(r["changed"] == 0 for r in recap(out).values())
     assert starts() == after
-
-
-def drained(out, host="spark1"):
-    """The drain of `host`'s API rank from a `serve.yml -v` run: (most requests seen running, seconds
-    waited). Per host: the Thors' SGLang API rank stops in the same task (a new key restarts every
-    group), and its result, 0 running, may print first."""
-    section = out.split("TASK [llmfleet.cluster.serve : Stop the API rank first", 1)[1].split("TASK [", 1)[0]
-    assert f"[{host}] =>" in section, section[-2000:]
-    result = re.split(r"\n(?=\S)", section.split(f"[{host}] =>", 1)[1], maxsplit=1)[0]  # to the next host's line
-    found = re.search(r"drained:\s+running: ([0-9.]+)\s+waited: ([0-9.]+)", result)
-    assert found, result[-2000:]
-    return float(found.group(1)), float(found.group(2))
 
 
 # The last two tasks before serve's stops: a stream starts at each (the run's checks before them take
