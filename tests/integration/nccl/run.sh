@@ -2,12 +2,12 @@
 # NCCL integration test: a real NCCL 2.29.7 compile for sm_121 through the nccl role, then
 # llmfleet.cluster.nccl_check and cuobjdump on the result.
 #
-#   tests/integration/nccl/run.sh            CI subset (ONLY_FUNCS=SendRecv; symmetric kernels always built)
+#   tests/integration/nccl/run.sh            CI subset (ONLY_FUNCS=SendRecv, DEBUG=1; symmetric kernels always built)
 #   tests/integration/nccl/run.sh --full     every collective (about 30 min on 2 cores)
 #   extra arguments go to pytest (e.g. -k check)
 #
 # Environment: VENV (default .venv), NCCL_IT_CUDA_HOME (default /usr/local/cuda),
-# NCCL_IT_JOBS (default nproc), NCCL_IT_ONLY_FUNCS (subset regex), LLMFLEET_CACHE.
+# NCCL_IT_JOBS (default nproc), NCCL_IT_ONLY_FUNCS (subset regex), NCCL_IT_MAKE_ARGS (default DEBUG=1), LLMFLEET_CACHE.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 cd "$root"
