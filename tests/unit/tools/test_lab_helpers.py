@@ -18,13 +18,13 @@ RESTART_BOTH = """\
 TASK [llmfleet.cluster.serve : Stop the API rank first (drains running requests)] ***
 skipping: [spark2]
 skipping: [thor2]
-changed: [thor1] => 
+changed: [thor1] =>
     changed: true
     drained:
         running: 0
         waited: 0.0
     unit: /etc/systemd/system/llmfleet-serve-tiny-qwen.service
-changed: [spark1] => 
+changed: [spark1] =>
     changed: true
     drained:
         running: 2.0
@@ -33,7 +33,7 @@ changed: [spark1] =>
     unit: /etc/systemd/system/llmfleet-serve-tiny-llama.service
 
 TASK [llmfleet.cluster.serve : Stop the other ranks] ***************************
-changed: [spark2] => 
+changed: [spark2] =>
     changed: true
     drained:
         running: 7
