@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             bl.append_results_md({
                 "date": data["date"], "benchmark": f"converge scale (#12), tags {s['tags'] or 'all'}",
                 "machine": bl.machine_short(m), "load": load,
-                "command": f"benchmarks/converge.py --series scale --scale-tags {s['tags'] or ''}".rstrip(),
+                "command": "benchmarks/converge.py --series scale --scale-tags " + (s["tags"] or "''"),
                 "numbers": nums + f" → **{s['ratio_max_over_min']}×**",
                 "goal": f"{max(a.scale_nodes)}-node ≤ {SCALE_GOAL:g}× {min(a.scale_nodes)}-node",
                 "met": "yes" if s["goal_met"] else "**no**"})
