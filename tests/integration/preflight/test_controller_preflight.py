@@ -60,15 +60,11 @@ def collection_link() -> None:
         link.symlink_to(ROOT)
 
 
-def normalize(text: str) -> str:
-    return " ".join(text.split())
-
-
-def run_case(case: str, work: Path, bin_dir: Path) -> dict:
-    log = work / f"{case}.contacts"
-    report = work / f"{case}.json"
-    inventory_case, args = SPECIAL.get(case, (case, ["--tags", "preflight_controller"]))
-    env = {
+def recorder_env(bin_dir: Path, work: Path, log: Path) -> dict:
+    """The environment of an ansible run that must contact no host: ssh/scp/sftp are the recorder
+    (it logs each attempt to `log` and refuses it), with this checkout's config and collection and
+    a fact cache, control sockets and temp dir of the run's own under `work`."""
+    return {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
@@ -77,13 +73,23 @@ def run_case(case: str, work: Path, bin_dir: Path) -> dict:
         "ANSIBLE_SCP_EXECUTABLE": str(bin_dir / "scp"),
         "ANSIBLE_SFTP_EXECUTABLE": str(bin_dir / "sftp"),
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(work / "cp"),
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(work / "facts" / case),
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(work / "facts"),
         "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
         "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_TIMEOUT": "5",
         "PREFLIGHT_CONTACT_LOG": str(log),
     }
+
+
+def normalize(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run_case(case: str, work: Path, bin_dir: Path) -> dict:
+    log = work / f"{case}.contacts"
+    report = work / f"{case}.json"
+    inventory_case, args = SPECIAL.get(case, (case, ["--tags", "preflight_controller"]))
+    env = recorder_env(bin_dir, work / case, log)
     cmd = [str(ANSIBLE_PLAYBOOK), str(PLAYBOOK), "-i", str(FIXTURES / inventory_case / "hosts.yml"),
            *args, "-e", f"preflight_profiles_dir={PROFILES_DIR}",
            "-e", f"preflight_report_json={report}"]

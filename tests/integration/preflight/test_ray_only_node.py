@@ -10,7 +10,6 @@ spark3's empty plan and failed it.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ import subprocess
 import pytest
 import yaml
 
+from test_controller_preflight import recorder_env
 from test_shipped_inventories import ANSIBLE_PLAYBOOK, INVENTORIES, ROOT, bin_dir  # noqa: F401 pylint: disable=unused-import
 
 # roles whose specs once failed a node that serves nothing, and the Ray role it is there for
@@ -39,24 +39,12 @@ def inventory(tmp_path_factory):
 
 def test_a_ray_only_node_passes_every_roles_argument_spec(inventory, bin_dir, tmp_path):  # noqa: F811
     log = tmp_path / "contacts.log"
-    env = {**os.environ,
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-           "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-           "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".build" / "collections"),
-           "ANSIBLE_SSH_EXECUTABLE": str(bin_dir / "ssh"),
-           "ANSIBLE_SCP_EXECUTABLE": str(bin_dir / "scp"),
-           "ANSIBLE_SFTP_EXECUTABLE": str(bin_dir / "sftp"),
-           "ANSIBLE_SSH_CONTROL_PATH_DIR": str(tmp_path / "cp"),
-           "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp_path / "facts"),
-           "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-           "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_TIMEOUT": "5",
-           "PREFLIGHT_CONTACT_LOG": str(log)}
+    env = recorder_env(bin_dir, tmp_path, log)
     # A tag no task has: only the `always` tasks run, i.e. the plan and the argument-spec checks (the
     # roles' meta dependency `common` would contact the hosts first otherwise).
     cmd = [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(ROOT / "site.yml"),
            "--tags", "argument-specs-only", "-e", "ansible_ssh_common_args='-o ProxyCommand=false'"]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)  # a hang guard: the lane may be starved
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     checks = re.findall(r"^TASK \[llmfleet\.cluster\.(\w+) : Validating arguments against arg spec 'main'.*?\n(.*?)(?=^TASK|^PLAY)",

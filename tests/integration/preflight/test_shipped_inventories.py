@@ -16,7 +16,6 @@ naming the copy and the profile: that proves the check can fail.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import shutil
 import stat
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from test_controller_preflight import RECORDER, collection_link  # same dir: pytest puts it on sys.path
+from test_controller_preflight import RECORDER, collection_link, recorder_env  # same dir: pytest puts it on sys.path
 
 ROOT = Path(__file__).resolve().parents[3]
 INVENTORIES = ROOT / "inventories"
@@ -52,19 +51,7 @@ def bin_dir(tmp_path_factory):
 def run_gate(inventories: list[Path], bin_dir: Path, work: Path) -> tuple[int, str, str, float]:
     """(rc, output, contact log, seconds) of the controller gate on these inventories."""
     log = work / "contacts.log"
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".build" / "collections"),
-        "ANSIBLE_SSH_EXECUTABLE": str(bin_dir / "ssh"),
-        "ANSIBLE_SCP_EXECUTABLE": str(bin_dir / "scp"),
-        "ANSIBLE_SFTP_EXECUTABLE": str(bin_dir / "sftp"),
-        "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_TIMEOUT": "5",
-        "PREFLIGHT_CONTACT_LOG": str(log),
-    }
+    env = recorder_env(bin_dir, work, log)
     cmd = [str(ANSIBLE_PLAYBOOK), str(PLAYBOOK), "--tags", "preflight_controller",
            "-e", "ansible_ssh_common_args='-o ProxyCommand=false'"]
     for inv in inventories:
