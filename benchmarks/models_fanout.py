@@ -156,6 +156,13 @@ def down(quiet=False):
             pass
     names = sh("ip", "netns", "list", check=False).stdout.split()
     for ns in [n for n in names if re.fullmatch(rf"{PREFIX}\d+", n)]:
+        # every process left in the namespace: the sshds' sessions ("sshd: root@notty") do not match
+        # our_sshds() and would outlive the namespace
+        for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except OSError:
+                pass
         sh("ip", "netns", "del", ns, check=False)
     links = sh("ip", "-o", "link", "show", check=False).stdout
     for name in re.findall(rf"^\d+: ({PREFIX}(?:-mgmt|-fab|[mf]\d+))[@:]", links, re.M):
