@@ -76,6 +76,7 @@ def recorder_env(bin_dir: Path, work: Path, log: Path) -> dict:
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(work / "facts"),
         "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
         "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_TIMEOUT": "5",
         "PREFLIGHT_CONTACT_LOG": str(log),
     }
