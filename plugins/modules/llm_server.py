@@ -126,6 +126,14 @@ options:
     description: Seconds to wait for running requests to finish before a stop or restart.
     type: int
     default: 120
+  kill_on_stop:
+    description:
+      - With O(state=stopped), send SIGKILL to every process of the unit, then stop it.
+      - For a rank that serves no API (nothing to drain) stopped after its API rank, whose engine's own
+        shutdown waits for workers that wait for that API rank (vLLM's headless rank sends its workers
+        SIGTERM after 5 s and SIGKILL after 4 more; the stop took the unit's 10 s timeout on the sim).
+    type: bool
+    default: false
   smoke:
     description: Send one chat completion after the server is ready.
     type: bool
@@ -368,6 +376,7 @@ def main():
             api_key=dict(type='str', default='', no_log=True),
             timeout=dict(type='int', default=1800),
             drain_timeout=dict(type='int', default=120),
+            kill_on_stop=dict(type='bool', default=False),
             smoke=dict(type='bool', default=True),
             unit_dir=dict(type='path', default='/etc/systemd/system'),
             env_dir=dict(type='path', default='/etc/llmfleet'),
@@ -415,6 +424,9 @@ def main():
             result['changed'] = True
             if not module.check_mode:
                 result['drained'] = s.drain()
+                if p['kill_on_stop']:
+                    # a unit between crash-loop restarts has no process: nothing to kill, not an error
+                    s.ctl('kill', '--kill-whom=all', '--signal=SIGKILL', p['name'] + '.service', check=False)
                 s.ctl('stop', p['name'] + '.service')
         module.exit_json(**result)
 

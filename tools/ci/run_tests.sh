@@ -48,6 +48,14 @@ step() {
   printf '%-24s %-6s %5ss\n' "$1" "$res" $(( $(date +%s) - t0 )) >> "$LOGS/results"
 }
 
+# machine_cpu: CPU seconds the whole machine has spent (every process, the lab's nodes included)
+machine_cpu() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{ print int(($2 + $3 + $4 + $7 + $8) / hz) }' /proc/stat; }
+# children_cpu: CPU seconds of this shell's finished children and theirs (bash's `times`, 2nd line)
+children_cpu() {
+  times | awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } printf "%d", s }'
+}
+cpu0=$(machine_cpu)
+
 # lane_cgroup NAME WEIGHT: makes the CPU cgroup llmfleet-NAME-lane (cgroup v2 or v1's cpu hierarchy)
 # and prints its cgroup.procs path; WEIGHT is idle (cpu.idle) or a v1 cpu.shares value (1024 is a
 # process's default; v2's cpu.weight gets shares/10). Prints nothing where it cannot.
@@ -78,6 +86,7 @@ side_lane() {
     # the lane's own fact cache: its playbook runs never share cached facts with the lab's
     export ANSIBLE_CACHE_PLUGIN_CONNECTION=$PWD/.build/facts-$name-lane
     for s in "$@"; do step "$s" > "$LOGS/$s.log" 2>&1; done
+    children_cpu > "$LOGS/cpu-$name-lane"
   ) &
   lane_pid=$!
   echo "=== $name lane (CPU weight $weight, cgroup ${procs:-none: process priority only}, logs in $LOGS): $*"
@@ -91,6 +100,7 @@ if [ "${#BUILD_LANE[@]}" -gt 0 ]; then
 fi
 
 for s in "${LAB_LANE[@]}"; do step "$s"; done
+lab_lane_end=$(( $(date +%s) - start ))
 
 if [ "${#side_pids[@]}" -gt 0 ]; then
   echo "=== waiting for the side lanes (+$(( $(date +%s) - start ))s)"
@@ -102,6 +112,13 @@ echo "=== summary (controller and build lane steps ran beside the lab lane)"
 cat "$LOGS/results"
 failed=$(grep -c ' FAILED ' "$LOGS/results")
 passed=$(grep -c ' ok ' "$LOGS/results")
-echo "total: $(( $(date +%s) - start ))s"
+echo "total: $(( $(date +%s) - start ))s (lab lane $lab_lane_end s)"
+# where the CPU went: the machine is CPU-bound, so the total is about its CPU seconds / cores
+side=0
+for f in "$LOGS"/cpu-*-lane; do
+  [ -f "$f" ] || continue
+  echo "CPU: $(basename "$f" | sed 's/^cpu-//') $(cat "$f") s"; side=$(( side + $(cat "$f") ))
+done
+echo "CPU: machine $(( $(machine_cpu) - cpu0 )) s on $(nproc) cores, of which side lanes $side s (the rest: lab lane and its nodes)"
 echo "steps: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

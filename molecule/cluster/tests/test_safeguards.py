@@ -81,9 +81,18 @@ def test_watchdog_on_every_serving_rank():
     assert p == {"User": "llmfleet", "NoNewPrivileges": "yes", "ProtectSystem": "strict"}
 
 
+def watchdog_settings(h):
+    """The probe interval and failure count the node's watchdog really runs with: its timer's
+    OnUnitActiveSec and its unit config (the inventory may override the role's defaults)."""
+    timer = h.check_output(f"systemctl cat llmfleet-watchdog@{UNIT}.timer")
+    interval = int(re.search(r"^OnUnitActiveSec=(\d+)$", timer, re.M).group(1))
+    config = json.loads(h.check_output(f"cat /etc/llmfleet/safeguards/{UNIT}.json"))
+    return interval, config["failures"]
+
+
 def test_watchdog_restarts_a_hung_engine():
     h, ip = node("spark1"), FABRIC_IP["spark1"]
-    interval, failures = DEFAULTS["safeguards_watchdog_interval"], DEFAULTS["safeguards_watchdog_failures"]
+    interval, failures = watchdog_settings(h)
     wait_for(lambda: healthy(ip), 900)
 
     # armed: a probe has seen this engine healthy (a never-healthy one counts as loading)

@@ -132,8 +132,8 @@ def test_stop_waits_for_an_inflight_stream():
 def test_killed_engine_on_spark2_recovers_by_itself():
     """SIGKILL of the headless rank: systemd restarts it, but the API rank keeps its dead session
     (/health 200, every request HTTP 500); the safeguards watchdog's completion probe fails,
-    and after safeguards_watchdog_failures probes every rank restarts. Bound: 3 probes x 30 s,
-    timer slack, stop + a fresh load (~60 s on the sim) = 420 s."""
+    and after safeguards_watchdog_failures probes every rank restarts. Bound: 3 probes (15 s
+    apart on the sim, 30 s by default), timer slack, stop + a fresh load (~60 s on the sim) = 420 s."""
     spark2 = node("spark2")
     pid = spark2.check_output(f"systemctl show -P MainPID {UNIT}")
     assert int(pid) > 0

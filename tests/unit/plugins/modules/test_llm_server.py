@@ -81,6 +81,18 @@ def test_stopped_stops_every_state_that_has_or_will_have_a_process(monkeypatch, 
     assert ('stop' in calls(log)) is stops
 
 
+@pytest.mark.parametrize('kill_on_stop, expected', [
+    (False, ['stop']),
+    (True, ['kill --kill-whom=all --signal=SIGKILL', 'stop']),  # every process, then the stop job
+])
+def test_kill_on_stop_kills_every_process_before_the_stop(monkeypatch, tmp_path, kill_on_stop, expected):
+    bindir, log = stub_systemctl(tmp_path, 'active')
+    res = run(monkeypatch, existing_unit(tmp_path, state='stopped', kill_on_stop=kill_on_stop), bindir)
+    assert not res['failed'] and res['changed'], res
+    verbs = [line.rsplit(' ', 1)[0] for line in log.read_text().splitlines() if line.startswith(('kill', 'stop'))]
+    assert verbs == expected
+
+
 @pytest.mark.parametrize('active_state,verb', [('activating', 'restart'), ('failed', 'start'), ('inactive', 'start')])
 def test_new_files_restart_a_crash_looping_unit_now(monkeypatch, tmp_path, active_state, verb):
     bindir, log = stub_systemctl(tmp_path, active_state)
