@@ -5,8 +5,9 @@
 # Installs what the controller needs on a fresh Debian 12 machine (as root). Idempotent and quiet
 # when everything is already there: `make` calls it before every demo/test run.
 set -euo pipefail
-# openssh-server: the models fan-out test runs an sshd per network-namespace node (not started here)
-PKGS="podman runc debootstrap iproute2 iputils-ping openssh-client openssh-server rsync jq xz-utils zstd dpkg-dev"
+# openssh-server: the models fan-out test runs an sshd per network-namespace node (not started here);
+# ccache: the NCCL integration test's compiler cache (tests/integration/nccl/run.sh)
+PKGS="podman runc debootstrap iproute2 iputils-ping openssh-client openssh-server rsync jq xz-utils zstd dpkg-dev ccache"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

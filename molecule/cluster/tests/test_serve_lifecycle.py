@@ -98,8 +98,9 @@ def test_stop_waits_for_an_inflight_stream():
 
     def consume(state):
         # the key of the check before (the engine still requires it; one without a key ignores it).
-        # as long as the sim's context allows (512), no early EOS: the finish reason is "length"
-        with chat(max_tokens=480, stream=True, timeout=300, key=KEY, ignore_eos=True) as resp:
+        # 240 tokens, no early EOS (the finish reason is "length"): ~12 s on an idle sim, while the
+        # stop reads /metrics 1-3 s after the second cue; the drain waits for the rest of it
+        with chat(max_tokens=240, stream=True, timeout=300, key=KEY, ignore_eos=True) as resp:
             for raw in resp:
                 line = raw.decode().strip()
                 if line.startswith("data: ") and line != "data: [DONE]":

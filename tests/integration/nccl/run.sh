@@ -7,7 +7,14 @@
 #   extra arguments go to pytest (e.g. -k check)
 #
 # Environment: VENV (default .venv), NCCL_IT_CUDA_HOME (default /usr/local/cuda),
-# NCCL_IT_JOBS (default nproc), NCCL_IT_ONLY_FUNCS (subset regex), NCCL_IT_MAKE_ARGS (default DEBUG=1), LLMFLEET_CACHE.
+# NCCL_IT_JOBS (default nproc), NCCL_IT_ONLY_FUNCS (subset regex), NCCL_IT_MAKE_ARGS (default DEBUG=1),
+# NCCL_IT_CCACHE (default 1: compile through ccache where it is installed; 0: plain nvcc), LLMFLEET_CACHE.
+#
+# ccache: every compile command still runs (through the role, make and nvcc's command lines); an
+# object whose source, flags and compiler are unchanged comes from the cache kept in
+# $LLMFLEET_CACHE/nccl/ccache. A warm cache took the subset's build CPU 553 s -> 229 s (the rest:
+# NCCL's dependency runs, `nvcc -M`, and its device link, which ccache cannot cache); a cold one
+# costs about what a plain build does. NCCL_IT_CCACHE=0 compiles everything.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 cd "$root"
@@ -25,6 +32,22 @@ if [[ ! -x "$cuda/bin/nvcc" ]]; then
 fi
 export LLMFLEET_IT_NCCL=1
 
+if [[ "${NCCL_IT_CCACHE:-1}" != 0 ]] && command -v ccache > /dev/null; then
+  cache=${LLMFLEET_CACHE:-$HOME/.cache/llmfleet}/nccl
+  bin="$cache/ccache-bin"
+  mkdir -p "$bin"
+  # nvcc through ccache (NCCL's NVCC make variable, set by the test), and g++/gcc by name: NCCL
+  # passes its CXX to nvcc as -ccbin, which must be one program, not "ccache g++"
+  printf '#!/bin/sh\nexec ccache %q "$@"\n' "$cuda/bin/nvcc" > "$bin/nvcc"
+  chmod +x "$bin/nvcc"
+  for c in g++ gcc; do ln -sf "$(command -v ccache)" "$bin/$c"; done
+  export PATH="$bin:$PATH" NCCL_IT_NVCC="$bin/nvcc" CCACHE_DIR="$cache/ccache" CCACHE_MAXSIZE=2G
+  # the build runs in a fresh temp dir each time: paths below it are hashed relative to it
+  export CCACHE_BASEDIR="${TMPDIR:-/tmp}" CCACHE_NOHASHDIR=1
+  ccache --zero-stats > /dev/null
+  trap 'echo "ccache (NCCL build):"; ccache --show-stats | sed -n "1,8p"' EXIT
+fi
+
 # ansible.cfg reads the collection from .build/collections (make link does the same).
 link="$root/.build/collections/ansible_collections/llmfleet/cluster"
 if [[ ! -L "$link" ]]; then
@@ -32,4 +55,4 @@ if [[ ! -L "$link" ]]; then
   ln -s "$root" "$link"
 fi
 
-exec "$venv/bin/python" -m pytest tests/integration/nccl -v -s -p no:cacheprovider "$@"
+"$venv/bin/python" -m pytest tests/integration/nccl -v -s -p no:cacheprovider "$@"

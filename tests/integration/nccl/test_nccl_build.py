@@ -10,7 +10,8 @@ for sm_121), make, g++, python3, gcc, apt-get (Debian) and PyPI for nvidia-cuda-
   and sm_121 ELF for 449 s of build CPU, against 622 s optimised); NCCL_IT_FULL=1 builds every collective, optimised (about
   30 min on 2 cores). NCCL's symmetric kernels are not covered by ONLY_FUNCS and are always
   built. NCCL_IT_MAKE_ARGS overrides the subset's make variables ("" = optimised).
-- Every run compiles from scratch into a fresh temp prefix root.
+- Every run compiles into a fresh temp prefix root; run.sh puts nvcc and g++ behind ccache when it
+  is installed (NCCL_IT_CCACHE=0: plain compilers), so unchanged objects come from its cache.
 """
 import glob
 import json
@@ -39,6 +40,8 @@ SUBSET = "" if FULL else os.environ.get("NCCL_IT_ONLY_FUNCS", "SendRecv")
 CUDA_HOME = os.environ.get("NCCL_IT_CUDA_HOME", "/usr/local/cuda")
 JOBS = int(os.environ.get("NCCL_IT_JOBS", os.cpu_count() or 2))
 MAKE_ARGS = [] if FULL else os.environ.get("NCCL_IT_MAKE_ARGS", "DEBUG=1").split()
+if os.environ.get("NCCL_IT_NVCC"):  # run.sh: nvcc through ccache
+    MAKE_ARGS.append("NVCC=" + os.environ["NCCL_IT_NVCC"])
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("LLMFLEET_IT_NCCL") != "1",
