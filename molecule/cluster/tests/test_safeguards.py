@@ -1,8 +1,9 @@
 """Memory safeguards on the converged sim: earlyoom, sshd OOM protection, serve caps, health watchdog.
 
 The same checks ran on a 2-node lab in tests/integration/safeguards (there with teardown and a
-re-converge). The watchdog case freezes the engine's API process (SIGSTOP) and needs ~2 min to
-restart it plus one engine load; it leaves the engine serving again.
+re-converge). The watchdog case freezes the engine's API process (SIGSTOP) and needs its failed
+probes (3 x 15 s at the sim's interval) to restart it, plus one engine load; it leaves the engine
+serving again.
 """
 import json
 import os
