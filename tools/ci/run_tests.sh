@@ -50,9 +50,12 @@ step() {
 
 # machine_cpu: CPU seconds the whole machine has spent (every process, the lab's nodes included)
 machine_cpu() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{ print int(($2 + $3 + $4 + $7 + $8) / hz) }' /proc/stat; }
-# children_cpu: CPU seconds of this shell's finished children and theirs (bash's `times`, 2nd line)
+# children_cpu FILE: writes the CPU seconds of this shell's finished children and theirs (bash's
+# `times`, 2nd line) to FILE. `times` must run in this shell: in a pipe or $(...) it sees none.
 children_cpu() {
-  times | awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } printf "%d", s }'
+  times > "$1.times"
+  awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } printf "%d", s }' \
+    "$1.times" > "$1" && rm -f "$1.times"
 }
 cpu0=$(machine_cpu)
 
@@ -86,7 +89,7 @@ side_lane() {
     # the lane's own fact cache: its playbook runs never share cached facts with the lab's
     export ANSIBLE_CACHE_PLUGIN_CONNECTION=$PWD/.build/facts-$name-lane
     for s in "$@"; do step "$s" > "$LOGS/$s.log" 2>&1; done
-    children_cpu > "$LOGS/cpu-$name-lane"
+    children_cpu "$LOGS/cpu-$name-lane"
   ) &
   lane_pid=$!
   echo "=== $name lane (CPU weight $weight, cgroup ${procs:-none: process priority only}, logs in $LOGS): $*"
