@@ -12,9 +12,9 @@
 #
 # ccache: every compile command still runs (through the role, make and nvcc's command lines); an
 # object whose source, flags and compiler are unchanged comes from the cache kept in
-# $LLMFLEET_CACHE/nccl/ccache. A warm cache took the subset's build CPU 553 s -> 229 s (the rest:
-# NCCL's dependency runs, `nvcc -M`, and its device link, which ccache cannot cache); a cold one
-# costs about what a plain build does. NCCL_IT_CCACHE=0 compiles everything.
+# $LLMFLEET_CACHE/nccl/ccache. The subset's build CPU: 224 s warm (123/123 hits; the rest is NCCL's
+# `nvcc -M` dependency runs and its device link, which ccache cannot cache), 573 s cold, 449-519 s
+# without ccache. NCCL_IT_CCACHE=0 compiles everything.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 cd "$root"
