@@ -122,6 +122,6 @@ for f in "$LOGS"/cpu-*-lane; do
   [ -f "$f" ] || continue
   echo "CPU: $(basename "$f" | sed 's/^cpu-//') $(cat "$f") s"; side=$(( side + $(cat "$f") ))
 done
-echo "CPU: machine $(( $(machine_cpu) - cpu0 )) s on $(nproc) cores, of which side lanes $side s (the rest: lab lane and its nodes)"
+echo "CPU: machine $(( $(machine_cpu) - cpu0 )) s on $(nproc) cores, of which side lanes $side s (the rest: the lab lane, its nodes and what the lanes detached, such as the NCCL compile under Ansible's async)"
 echo "steps: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
