@@ -115,14 +115,22 @@ def render_env(env):
     return '\n'.join(out) + '\n'
 
 
+# /metrics gauges of requests an engine holds: running in a batch, or queued for one
+IN_FLIGHT_GAUGES = ('vllm:num_requests_running', 'vllm:num_requests_waiting',
+                    'sglang:num_running_reqs', 'sglang:num_queue_reqs')
+
+
 def running_requests(metrics_text):
-    """Sum of vLLM's ``vllm:num_requests_running`` (SGLang: ``sglang:num_running_reqs``) gauges."""
+    """Requests in flight: the sum of vLLM's ``vllm:num_requests_running`` and
+    ``vllm:num_requests_waiting`` gauges (SGLang: ``sglang:num_running_reqs`` and
+    ``sglang:num_queue_reqs``). A queued request is cut by a stop as surely as a running one, and a
+    request that arrived a moment before the read is still queued on a busy engine."""
     total = 0.0
     found = False
     for line in (metrics_text or '').splitlines():
         if line.startswith('#'):
             continue
-        for name in ('vllm:num_requests_running', 'sglang:num_running_reqs'):
+        for name in IN_FLIGHT_GAUGES:
             if line.startswith(name + '{') or line.startswith(name + ' '):
                 try:
                     total += float(line.rsplit(' ', 1)[1])

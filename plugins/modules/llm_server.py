@@ -209,7 +209,7 @@ smoke:
   type: dict
   returned: when smoke ran
 drained:
-  description: Running requests seen before the stop/restart, and seconds waited.
+  description: The most requests seen in flight (running or queued) before the stop/restart, and seconds waited.
   type: dict
   returned: when a running engine was stopped or restarted
 '''

@@ -85,38 +85,45 @@ def test_a_changed_flag_and_api_key_restart_every_rank_then_an_unchanged_run_is_
 
 
 # The last two tasks before serve's stops: a stream starts at each (the run's checks before them take
-# longer than a stream of the sim's whole context). The first one is running long before the stop reads
-# /metrics; the second one started so close to the stop that it still runs, however fast the engine is.
-STREAM_CUES = ("TASK [llmfleet.cluster.serve : Would any rank of the engine (re)start?]",
-               "TASK [llmfleet.cluster.serve : Decide whether the whole group restarts]")
+# longer than a stream of the sim's whole context). The first one runs as long as the context allows
+# (480 tokens, ~24 s on an idle sim), so that a slow probe task on a busy machine still leaves it
+# running at the stop; the second one starts so close to the stop that it is running or queued there
+# however fast the engine is. Each: no early EOS (the finish reason is "length").
+STREAM_CUES = {"TASK [llmfleet.cluster.serve : Would any rank of the engine (re)start?]": 480,
+               "TASK [llmfleet.cluster.serve : Decide whether the whole group restarts]": 240}
+STOP_CUE = "TASK [llmfleet.cluster.serve : Stop the API rank first"
 
 
 def test_stop_waits_for_an_inflight_stream():
     """Back to the inventory's profile and key file (a restart) while streams run: the API rank's
-    stop sees them running and waits for them, and each stream finishes whole."""
-    streams = {cue: {"received": [], "done": None} for cue in STREAM_CUES}
+    stop sees them in flight and waits for them, and each stream finishes whole."""
+    streams = {cue: {"received": [], "first": None, "done": None} for cue in STREAM_CUES}
+    seen = {}
 
-    def consume(state):
-        # the key of the check before (the engine still requires it; one without a key ignores it).
-        # 240 tokens, no early EOS (the finish reason is "length"): ~12 s on an idle sim, while the
-        # stop reads /metrics 1-3 s after the second cue; the drain waits for the rest of it
-        with chat(max_tokens=240, stream=True, timeout=300, key=KEY, ignore_eos=True) as resp:
+    def consume(cue):
+        state = streams[cue]
+        # the key of the check before (the engine still requires it; one without a key ignores it)
+        with chat(max_tokens=STREAM_CUES[cue], stream=True, timeout=300, key=KEY, ignore_eos=True) as resp:
             for raw in resp:
                 line = raw.decode().strip()
                 if line.startswith("data: ") and line != "data: [DONE]":
                     state["received"].append(json.loads(line[6:]))
+                    state["first"] = state["first"] or time.monotonic()
                 elif line == "data: [DONE]":
                     state["done"] = time.monotonic()
-    threads = {cue: threading.Thread(target=consume, args=(streams[cue],)) for cue in STREAM_CUES}
+    threads = {cue: threading.Thread(target=consume, args=(cue,)) for cue in STREAM_CUES}
 
     def start_streams_at_cues(line):
         for cue, t in threads.items():
             if line.startswith(cue) and t.ident is None:
+                seen[cue] = time.monotonic()
                 t.start()
+        if line.startswith(STOP_CUE):
+            seen.setdefault(STOP_CUE, time.monotonic())
     before = starts()
     rc, out, _secs = run_playbook("playbooks/serve.yml", "-v", on_line=start_streams_at_cues)
     assert rc == 0, failures(out)
-    assert all(t.ident for t in threads.values()), f"the run printed none or one of {STREAM_CUES}"
+    assert all(t.ident for t in threads.values()), f"the run printed none or one of {list(STREAM_CUES)}"
     for t in threads.values():
         t.join(timeout=300)
     for cue, state in streams.items():
@@ -124,8 +131,13 @@ def test_stop_waits_for_an_inflight_stream():
         finish = [c["choices"][0].get("finish_reason") for c in state["received"] if c.get("choices")]
         assert finish[-1] == "length"
     running, waited = drained(out)
-    print(f"\nthe API rank's stop waited {waited} s for {running:.0f} running request(s)")
-    assert running >= 1 and waited > 0, "the stop did not see the running streams"
+    stop = seen.get(STOP_CUE, 0.0)
+    timeline = {cue[len("TASK [llmfleet.cluster.serve : "):-1]: {
+        "started": round(seen[cue] - stop, 1), "first token": round((s["first"] or stop) - stop, 1),
+        "done": round(s["done"] - stop, 1)} for cue, s in streams.items()}
+    print(f"\nthe API rank's stop waited {waited} s for {running:.0f} request(s) in flight; "
+          f"seconds from the stop task's start: {timeline}")
+    assert running >= 1 and waited > 0, f"the stop did not see the streams in flight: {timeline}"
     assert starts() != before
     assert "--max-num-seqs 4" in node("spark2").check_output(f"systemctl show -P ExecStart {UNIT}")
 

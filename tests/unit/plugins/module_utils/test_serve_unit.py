@@ -89,13 +89,20 @@ VLLM_METRICS = """# HELP vllm:num_requests_running Number of requests in model e
 vllm:num_requests_running{engine="0",model_name="tiny-llama"} 1.0
 vllm:num_requests_waiting{engine="0",model_name="tiny-llama"} 0.0
 """
-SGLANG_METRICS = 'sglang:num_running_reqs{model_name="m"} 3.0\n'
+SGLANG_METRICS = 'sglang:num_running_reqs{model_name="m"} 3.0\nsglang:num_queue_reqs{model_name="m"} 1.0\n'
 
 
 @pytest.mark.parametrize("text,expected", [
     (VLLM_METRICS, 1.0),
     (VLLM_METRICS.replace("} 1.0", "} 0.0"), 0.0),
-    (SGLANG_METRICS, 3.0),
+    # a request queued behind a busy batch is in flight too
+    (VLLM_METRICS.replace("running{engine=\"0\",model_name=\"tiny-llama\"} 1.0",
+                          "running{engine=\"0\",model_name=\"tiny-llama\"} 0.0")
+     .replace("waiting{engine=\"0\",model_name=\"tiny-llama\"} 0.0",
+              "waiting{engine=\"0\",model_name=\"tiny-llama\"} 2.0"), 2.0),
+    (VLLM_METRICS.replace("waiting{engine=\"0\",model_name=\"tiny-llama\"} 0.0",
+                          "waiting{engine=\"0\",model_name=\"tiny-llama\"} 2.0"), 3.0),
+    (SGLANG_METRICS, 4.0),
     ("# nothing here\n", None),
     ("", None),
 ])
