@@ -162,6 +162,9 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
             'ray_address': '%s:%s' % (head_ip, port) if head_ip else '',
             'serve_groups': planned,
             'serving_hosts': sorted({h for g in planned for h in g['hosts']}, key=order.index),
+            # the cluster's serve_nodes, else its Ray nodes: where weights, the fabric check and the
+            # engine venv's group reach (serving_hosts: the hosts of the planned groups)
+            'serving_group': _topology.serving_group(groups, hostvars, cluster),
         },
         'serve': serve,
         'profile_spec': default_profile or {},

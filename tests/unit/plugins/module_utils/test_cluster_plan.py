@@ -42,6 +42,7 @@ CASES = [
         "cluster.name": "sim", "cluster.hosts": HOSTS, "cluster.ray_head": "spark1",
         "cluster.ray_head_address": "10.1.0.1", "cluster.ray_address": "10.1.0.1:6379",
         "cluster.ray_nodes": HOSTS, "cluster.serving_hosts": ["spark1", "spark2"],
+        "cluster.serving_group": ["spark1", "spark2"],
         "serve.name": "default", "serve.node_rank": 0, "serve.is_head": True, "serve.nnodes": 2,
         "serve.engine": "vllm", "serve.backend": "mp", "serve.port": 8000, "serve.unit": "llmfleet-serve-tiny",
         "serve.url": "http://10.1.0.1:8000", "serve.api_url": "http://10.1.0.1:8000/v1",
@@ -60,7 +61,7 @@ CASES = [
     ("thor2", TWO, {}, {"serve.name": "thors", "serve.engine": "sglang", "serve.port": 8001, "serve.node_rank": 1,
                         "serve.url": "http://10.1.0.3:8001", "serve.unit": "llmfleet-serve-tiny-sg", "release": "r-sg",
                         "paths.release_venv": "/opt/llmfleet/venvs/r-sg",
-                        "cluster.serving_hosts": HOSTS}),
+                        "cluster.serving_hosts": HOSTS, "cluster.serving_group": ["spark1", "spark2"]}),
     # serve_host moves the API address (summary.yml used to ignore it)
     ("spark2", None, {"spark1": {"serve_host": "0.0.0.0"}},
      {"serve.url": "http://0.0.0.0:8000", "serve.head_address": "0.0.0.0"}),
