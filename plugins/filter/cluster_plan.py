@@ -10,10 +10,12 @@ profile (the serve_groups / serve_profile filters) and its python_env variant (e
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
-from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan as _plan
-from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _groups
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
 from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import VARIANTS_DIR, engine_variant, serve_groups
 from ansible_collections.llmfleet.cluster.plugins.filter.serving import serve_profile
+
+_plan = lazy_import.module_utils('cluster_plan')
+_groups = lazy_import.module_utils('serve_groups')
 
 
 def _inputs(hostvars, host):

@@ -87,42 +87,39 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils.nccl import parse_env_file
-from ansible_collections.llmfleet.cluster.plugins.module_utils.comm_env import (
-    CommEnvError,
-    cluster_transport,
-    compute_comm_env,
-    render_env_file,
-)
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+
+_comm = lazy_import.module_utils('comm_env')
+_nccl = lazy_import.module_utils('nccl')
 
 
 def comm_env(facts, group, overrides=None, host_overrides=None, transport='auto'):
     try:
-        return compute_comm_env(facts, group, overrides=overrides,
-                                host_overrides=host_overrides, transport=transport)
-    except CommEnvError as exc:
+        return _comm.compute_comm_env(facts, group, overrides=overrides,
+                                      host_overrides=host_overrides, transport=transport)
+    except _comm.CommEnvError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 
 
 def cluster_transport_filter(facts, group, transport='auto'):
     try:
-        return cluster_transport(facts, group, transport=transport)
-    except CommEnvError as exc:
+        return _comm.cluster_transport(facts, group, transport=transport)
+    except _comm.CommEnvError as exc:
         raise AnsibleFilterError('cluster_transport: %s' % exc) from exc
 
 
 def env_file(env, header=None):
     try:
         if header is None:
-            return render_env_file(env)
-        return render_env_file(env, header=header)
+            return _comm.render_env_file(env)
+        return _comm.render_env_file(env, header=header)
     except ValueError as exc:
         raise AnsibleFilterError('env_file: %s' % exc) from exc
 
 
 def parse_env_file_filter(text):
     """KEY=VALUE text (an EnvironmentFile) -> dict, as systemd reads it (no expansion)."""
-    return parse_env_file(str(text))
+    return _nccl.parse_env_file(str(text))
 
 
 class FilterModule:

@@ -5,7 +5,9 @@
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import firewall
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+
+firewall = lazy_import.module_utils('firewall')
 
 
 def _nodes(hosts, hostvars):

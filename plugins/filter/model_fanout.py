@@ -5,8 +5,10 @@
 in <name>.yml. The computation is in plugins/module_utils/model_fanout.py; this adapts errors."""
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import model_fanout as _fan
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain as _plain
+
+_fan = lazy_import.module_utils('model_fanout')
 
 
 def _catch(func):

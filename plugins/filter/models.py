@@ -7,9 +7,11 @@ The computation is in plugins/module_utils/model_fetch.py; this file only adapts
 """
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import model_fetch as _fetch
-from ansible_collections.llmfleet.cluster.plugins.module_utils import model_node_fetch as _node
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain as _plain
+
+_fetch = lazy_import.module_utils('model_fetch')
+_node = lazy_import.module_utils('model_node_fetch')
 
 
 def _catch(func):

@@ -17,7 +17,9 @@ fatal)`` checks the RDMA port bound to the fabric NIC. Each returns one check
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import preflight
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+
+preflight = lazy_import.module_utils('preflight')
 
 
 def _mapping(value, what):

@@ -6,14 +6,16 @@
 The computation is in plugins/module_utils/raynet.py (pure, unit-tested).
 """
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import raynet
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+
+raynet = lazy_import.module_utils('raynet')
 
 
 class FilterModule:
     def filters(self):
         return {
-            'ray_node_ip_problem': raynet.node_ip_problem,
-            'ray_engine_env': raynet.engine_ray_env,
-            'nofile_clamp': raynet.clamp_nofile,
-            'memlock_clamp': raynet.clamp_memlock,
+            'ray_node_ip_problem': lazy_import.function(raynet, 'node_ip_problem'),
+            'ray_engine_env': lazy_import.function(raynet, 'engine_ray_env'),
+            'nofile_clamp': lazy_import.function(raynet, 'clamp_nofile'),
+            'memlock_clamp': lazy_import.function(raynet, 'clamp_memlock'),
         }

@@ -4,7 +4,9 @@
 """Which hosts of a play drifted from their role's last full run (documentation in drifted_hosts.yml,
 converge_drift.yml)."""
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import role_state
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+
+role_state = lazy_import.module_utils('role_state')
 
 
 def drifted_hosts(hosts, hostvars, result_name):

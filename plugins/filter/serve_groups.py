@@ -11,11 +11,13 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
-from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release as _release
-from ansible_collections.llmfleet.cluster.plugins.module_utils import profiles as _profiles
-from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _groups
-from ansible_collections.llmfleet.cluster.plugins.module_utils import topology as _topology
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
 from ansible_collections.llmfleet.cluster.plugins.filter.serving import serve_profile
+
+_release = lazy_import.module_utils('engine_release')
+_profiles = lazy_import.module_utils('profiles')
+_groups = lazy_import.module_utils('serve_groups')
+_topology = lazy_import.module_utils('topology')
 
 VARIANTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                             'roles', 'python_env', 'vars', 'variants')

@@ -13,10 +13,12 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
-from ansible_collections.llmfleet.cluster.plugins.module_utils import flagcheck as _flagcheck
-from ansible_collections.llmfleet.cluster.plugins.module_utils import memfit as _memfit
-from ansible_collections.llmfleet.cluster.plugins.module_utils import planner as _planner
-from ansible_collections.llmfleet.cluster.plugins.module_utils import profiles as _profiles
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+
+_flagcheck = lazy_import.module_utils('flagcheck')
+_memfit = lazy_import.module_utils('memfit')
+_planner = lazy_import.module_utils('planner')
+_profiles = lazy_import.module_utils('profiles')
 
 PROFILES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "profiles")
 _CACHE = {}
@@ -86,11 +88,14 @@ def serve_plan(profile, hosts, overrides=None, model_config=None, extras=None):
 
 @_catch
 def serve_command(profile, plan=None, node_rank=0, engine_version=None, overrides=None,
-                  master_addr=None, port=_profiles.DEFAULT_PORT, host=_profiles.DEFAULT_HOST,
-                  api_key_env=None, master_port=None, files_dir=_profiles.DEFAULT_FILES_DIR,
-                  executable=None, headless=None, extras=None, launcher=None):
-    """argv list that starts `profile` on node `node_rank` of `plan`."""
+                  master_addr=None, port=None, host=None, api_key_env=None, master_port=None,
+                  files_dir=None, executable=None, headless=None, extras=None, launcher=None):
+    """argv list that starts `profile` on node `node_rank` of `plan` (port, host and files_dir: the
+    profiles module's defaults when left out)."""
     prof = _profile_arg(profile, extras)
+    port = _profiles.DEFAULT_PORT if port is None else port
+    host = _profiles.DEFAULT_HOST if host is None else host
+    files_dir = _profiles.DEFAULT_FILES_DIR if files_dir is None else files_dir
     plan = _plain(plan or {})
     merged = {k: plan[k] for k in _profiles.STRUCTURAL_OVERRIDES if plan.get(k) is not None}
     merged.update(_plain(overrides or {}))

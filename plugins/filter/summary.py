@@ -5,7 +5,9 @@
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import summary
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+
+summary = lazy_import.module_utils('summary')
 
 
 def deploy_summary(nodes, endpoints, api_key_file=None, ray=None):

@@ -3,8 +3,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Filters over the fleet's topology (clusters, Ray nodes, serving group, NIC by IP)."""
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import topology
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
 from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import serve_group_members
+
+topology = lazy_import.module_utils('topology')
 
 
 def _serving_group(host, groups, hostvars):
@@ -34,6 +36,6 @@ class FilterModule:
             'serving_group': _serving_group,
             'cluster_ray_nodes': _ray_nodes,
             'cluster_ray_head': _ray_head,
-            'iface_for_ip': topology.iface_for_ip,
-            'prefix_for_ip': topology.prefix_for_ip,
+            'iface_for_ip': lazy_import.function(topology, 'iface_for_ip'),
+            'prefix_for_ip': lazy_import.function(topology, 'prefix_for_ip'),
         }

@@ -10,7 +10,9 @@ The logic is in plugins/module_utils/validate_report.py.
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
-from ansible_collections.llmfleet.cluster.plugins.module_utils import validate_report as _vr
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+
+_vr = lazy_import.module_utils('validate_report')
 
 
 def validate_report(raw):

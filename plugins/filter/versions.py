@@ -3,7 +3,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """Filters for version alignment and venv installs (see module_utils/versions.py, venv_archive.py)."""
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import venv_archive, versions
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+
+venv_archive = lazy_import.module_utils('venv_archive')
+versions = lazy_import.module_utils('versions')
 
 
 def venv_install_plan(play_hosts, hostvars, fact='python_env_venv_state', enabled=True):
@@ -19,9 +22,9 @@ def venv_install_plan(play_hosts, hostvars, fact='python_env_venv_state', enable
 class FilterModule:
     def filters(self):
         return {
-            'lock_drift': versions.lock_drift,
-            'version_mismatch': versions.version_mismatch,
-            'parse_lock': versions.parse_lock,
-            'venv_archive_key': venv_archive.archive_key,
+            'lock_drift': lazy_import.function(versions, 'lock_drift'),
+            'version_mismatch': lazy_import.function(versions, 'version_mismatch'),
+            'parse_lock': lazy_import.function(versions, 'parse_lock'),
+            'venv_archive_key': lazy_import.function(venv_archive, 'archive_key'),
             'venv_install_plan': venv_install_plan,
         }
