@@ -53,7 +53,7 @@ def cluster_plan(host, groups, hostvars):
             variant, variant_error = '', str(exc)
     try:
         return _plan.host_plan(host, plain(groups), inputs, planned, profile, variant, default_profile,
-                               VARIANTS_DIR, variant_error)
+                               VARIANTS_DIR, variant_error, grouped=bool(values.get('llmfleet_serve_groups')))
     except _plan.PlanError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 

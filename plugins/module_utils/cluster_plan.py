@@ -113,7 +113,7 @@ def _serve(host, group, profile, unit_prefix, addresses):
 
 
 def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='', default_profile=None,
-              default_variants_dir='', variant_error=''):
+              default_variants_dir='', variant_error='', grouped=False):
     """The plan of `host` (a plain dict; the fact llmfleet_plan).
 
     groups: the inventory's groups; hostvars: {host: {variable: value}} holding at least INPUTS for
@@ -122,7 +122,8 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     host's group; variant: its python_env variant ('' when none can be named, variant_error saying
     why); default_profile: the resolved llmfleet_serve_profile (the cluster-wide profile, e.g. whose
     required_env every Ray node gets); default_variants_dir: the collection's variants directory
-    (``llmfleet_variants_dir`` overrides it), where the variant was chosen and its file lies.
+    (``llmfleet_variants_dir`` overrides it), where the variant was chosen and its file lies;
+    grouped: whether the inventory sets llmfleet_serve_groups for the host (it decides serving_group).
     """
     cluster = _topology.cluster_of(hostvars, host)
     order = list(groups.get('all') or [])
@@ -140,6 +141,14 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         item.pop('is_head')
     group = _groups.group_of(serve_groups or [], host)
     serve = _serve(host, group, profile, unit_prefix, addresses)
+    serving_hosts = sorted({h for g in planned for h in g['hosts']}, key=order.index)
+    # the hosts this one serves with (weights, the fabric check and the engine venv's group reach
+    # them): its group of llmfleet_serve_groups (a host in none: every group's hosts); without
+    # groups, the cluster's serve_nodes, else its Ray nodes
+    if not grouped:
+        serving_group = _topology.serving_group(groups, hostvars, cluster)
+    else:
+        serving_group = list(serve['hosts']) if serve else serving_hosts
     release = (serve.get('release') if serve else '') or _get(hostvars, host, 'llmfleet_release', '')
     prefix = _get(hostvars, host, 'common_prefix', DEFAULT_PREFIX)
     config_dir = _get(hostvars, host, 'common_config_dir', DEFAULT_CONFIG_DIR)
@@ -161,11 +170,9 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
             'ray_port': port,
             'ray_address': '%s:%s' % (head_ip, port) if head_ip else '',
             'serve_groups': planned,
-            'serving_hosts': sorted({h for g in planned for h in g['hosts']}, key=order.index),
-            # the cluster's serve_nodes, else its Ray nodes: where weights, the fabric check and the
-            # engine venv's group reach (serving_hosts: the hosts of the planned groups)
-            'serving_group': _topology.serving_group(groups, hostvars, cluster),
+            'serving_hosts': serving_hosts,
         },
+        'serving_group': serving_group,
         'serve': serve,
         'profile_spec': default_profile or {},
         'variant': variant or '',

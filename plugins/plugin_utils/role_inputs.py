@@ -80,6 +80,7 @@ def plan_view(plan, view):
     out.pop('profile_spec', None)
     if view == 'no_serving':
         out.pop('serve', None)
+        out.pop('serving_group', None)
     cluster = dict(out.get('cluster') or {})
     cluster['serve_groups'] = [g for g in cluster.get('serve_groups') or []
                                if own is not None and isinstance(g, dict) and g.get('name') == own]

@@ -51,6 +51,9 @@ def test_every_shipped_inventory_plans_as_the_roles_resolved_it(names):
         group = serve_group_of(host, groups, hostvars)
         assert plan["serve"].get("name") == group.get("name"), host
         assert plan["serve"].get("unit") == group.get("unit"), host
+        # the roles read serving_group from the plan instead of the filter (which reads every host's
+        # variables on every host): the same hosts in the same order, on every shipped inventory
+        assert plan["serving_group"] == serving_group(host, groups, hostvars), host
         if group:
             assert plan["serve"]["hosts"] == serving_group(host, groups, hostvars), host
             assert plan["serve"]["profile_spec"]["name"] == group["profile"], host

@@ -33,7 +33,8 @@ def plan_of(host, spec=None, **extra):
     default = {"profile": "vl", "port": hv[host].get("serve_port"), "release": hv[host].get("llmfleet_release")}
     groups = sg.plan(spec, HOSTS, GROUPS, ["spark1", "spark2"] if not spec else [], PROFILES, default)
     group = sg.group_of(groups, host)
-    return cp.host_plan(host, GROUPS, hv, groups, PROFILES[group["profile"]] if group else None, "v-" + host)
+    return cp.host_plan(host, GROUPS, hv, groups, PROFILES[group["profile"]] if group else None, "v-" + host,
+                        grouped=bool(spec))
 
 
 # host, serving-group spec, inventory extras, {dotted path in the plan: expected value}
@@ -42,7 +43,7 @@ CASES = [
         "cluster.name": "sim", "cluster.hosts": HOSTS, "cluster.ray_head": "spark1",
         "cluster.ray_head_address": "10.1.0.1", "cluster.ray_address": "10.1.0.1:6379",
         "cluster.ray_nodes": HOSTS, "cluster.serving_hosts": ["spark1", "spark2"],
-        "cluster.serving_group": ["spark1", "spark2"],
+        "serving_group": ["spark1", "spark2"],
         "serve.name": "default", "serve.node_rank": 0, "serve.is_head": True, "serve.nnodes": 2,
         "serve.engine": "vllm", "serve.backend": "mp", "serve.port": 8000, "serve.unit": "llmfleet-serve-tiny",
         "serve.url": "http://10.1.0.1:8000", "serve.api_url": "http://10.1.0.1:8000/v1",
@@ -61,7 +62,7 @@ CASES = [
     ("thor2", TWO, {}, {"serve.name": "thors", "serve.engine": "sglang", "serve.port": 8001, "serve.node_rank": 1,
                         "serve.url": "http://10.1.0.3:8001", "serve.unit": "llmfleet-serve-tiny-sg", "release": "r-sg",
                         "paths.release_venv": "/opt/llmfleet/venvs/r-sg",
-                        "cluster.serving_hosts": HOSTS, "cluster.serving_group": ["spark1", "spark2"]}),
+                        "cluster.serving_hosts": HOSTS, "serving_group": ["thor1", "thor2"]}),
     # serve_host moves the API address (summary.yml used to ignore it)
     ("spark2", None, {"spark1": {"serve_host": "0.0.0.0"}},
      {"serve.url": "http://0.0.0.0:8000", "serve.head_address": "0.0.0.0"}),
@@ -90,6 +91,25 @@ def dig(data, dotted):
 def test_host_plan(host, spec, extra, want):
     got = plan_of(host, spec, **extra)
     assert {k: dig(got, k) for k in want} == want
+
+
+# serving_group, as the serving_group filter names it: with llmfleet_serve_groups the host's own group
+# (a host in none: every group's hosts); without, serve_nodes (a Ray-only host included)
+@pytest.mark.parametrize("host, spec, want", [
+    ("spark2", None, ["spark1", "spark2"]),
+    ("thor1", None, ["spark1", "spark2"]),
+    ("spark1", TWO, ["spark1", "spark2"]),
+    ("thor1", TWO, ["thor1", "thor2"]),
+    ("thor1", {"sparks": {"group": "serve_nodes"}}, ["spark1", "spark2"]),
+])
+def test_serving_group(host, spec, want):
+    assert plan_of(host, spec)["serving_group"] == want
+
+
+def test_serving_group_without_serve_nodes_is_the_ray_nodes():
+    groups = {k: v for k, v in GROUPS.items() if k != "serve_nodes"}
+    got = cp.host_plan("thor2", groups, hostvars(), [], None, "")
+    assert got["serving_group"] == HOSTS
 
 
 def test_every_group_of_the_cluster_is_listed_without_host_specific_keys():
