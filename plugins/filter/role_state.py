@@ -5,16 +5,25 @@
 converge_drift.yml)."""
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.registered import registered_vars
 
 role_state = lazy_import.module_utils('role_state')
 
 
+def _results(hosts, hostvars):
+    # each role's vars call these over every play host, on every host: registered results only, not
+    # every host's hostvars (plugin_utils/registered.py)
+    return {h: registered_vars(hostvars, h) for h in hosts}
+
+
 def drifted_hosts(hosts, hostvars, result_name):
-    return role_state.drifted_hosts(list(hosts), hostvars, str(result_name))
+    hosts = list(hosts)
+    return role_state.drifted_hosts(hosts, _results(hosts, hostvars), str(result_name))
 
 
 def converge_drift(hosts, hostvars):
-    return role_state.converge_drift(list(hosts), hostvars)
+    hosts = list(hosts)
+    return role_state.converge_drift(hosts, _results(hosts, hostvars))
 
 
 class FilterModule:

@@ -25,41 +25,6 @@ def test_a_skipped_registration_is_not_a_check():
     assert not drift_in_run(hostvars, ['spark1'], {'fabric'})
 
 
-def _real_hostvars(hosts):
-    """Ansible's own HostVars over an inventory of `hosts` (what task_vars['hostvars'] is in a run)."""
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.vars.hostvars import HostVars
-    from ansible.vars.manager import VariableManager
-    loader = DataLoader()
-    inventory = InventoryManager(loader=loader, sources=','.join(hosts) + ',')
-    manager = VariableManager(loader=loader, inventory=inventory)
-    return HostVars(inventory=inventory, variable_manager=manager, loader=loader), manager
-
-
-def test_registered_results_are_read_without_building_each_hosts_vars(monkeypatch):
-    """The check reads what hosts registered from the run's variable manager: no get_vars per host
-    (one each, on every host's check, was O(hosts²) per task: 9 s for one check at 16 nodes)."""
-    hosts = ['node%d' % i for i in range(16)]
-    hostvars, manager = _real_hostvars(hosts)
-    manager.set_nonpersistent_facts('node9', {'__serve_state': {'current': False, 'fingerprint': FP}})
-    for host in hosts[:9]:
-        manager.set_nonpersistent_facts(host, {'__serve_state': {'current': True, 'fingerprint': FP}})
-
-    def no_get_vars(*args, **kwargs):
-        raise AssertionError('get_vars called')
-    monkeypatch.setattr(manager, 'get_vars', no_get_vars)
-    assert drift_in_run(hostvars, hosts, {'common', 'serve'})
-    assert not drift_in_run(hostvars, hosts[:9], {'common', 'serve'})
-
-
-def test_without_the_variable_managers_cache_it_reads_hostvars():
-    class Plain(dict):
-        """A mapping without Ansible's variable manager behind it"""
-    hostvars = Plain({'spark1': {'__common_state': {'current': False, 'fingerprint': FP}}})
-    assert drift_in_run(hostvars, ['spark1'], {'common'})
-
-
 class _Templar:
     def copy_with_new_env(self, available_variables):
         return self
