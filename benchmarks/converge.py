@@ -10,7 +10,8 @@ Two series, each on a fresh lab of its own, one lab at a time:
          same nodes measured in the same run (median of 3, taken right before and after the
          no-op). Goal: no-op re-run <= 10 x the ping floor.
   scale  (lab `scale`, 4, 8 and 16 nodes by default): for each size a fresh lab, one converge
-         with --scale-tags, then the no-op re-run with the same tags, and the ping floor.
+         with --scale-tags, then --scale-rounds no-op re-runs with the same tags (the median
+         kept: the first follows the engine loads of the converge), and the ping floor.
          Goal: 16-node no-op <= 2 x the 4-node no-op.
          The default tag set (preflight,common,fabric) leaves out the engine venvs (~3 GB a
          node), Ray and serving: 16 full nodes do not fit a 2-core / 24 GiB machine that other
@@ -28,6 +29,7 @@ The no-op runs carry the ansible.posix.profile_tasks callback (a timestamp per t
 measurable cost), and their slowest tasks are written to the results.
 
   benchmarks/converge.py [--series full,scale,noop] [--scale-nodes 4,8,16] [--scale-tags TAGS]
+                         [--scale-rounds 3]
                          [--inventory inventories/sim] [--rounds 2] [--keep-lab] [--no-record]
 """
 from __future__ import annotations
@@ -185,7 +187,10 @@ def series_scale(a, stamp: str, logs: Path) -> dict:
             r["ping_before_converge"] = ping_floor(inv, env, logs, f"scale{n}-0", 1)
             r["converge"] = playbook(inv, env, logs, f"scale{n}-1-converge", a.scale_tags)
             r["ping_floor_before"] = ping_floor(inv, env, logs, f"scale{n}-before")
-            r["noop"] = playbook(inv, env, logs, f"scale{n}-2-noop", a.scale_tags, PROFILE_ENV)
+            # several no-ops in a row, the median kept: the first follows the converge's engine loads
+            r["noop_runs"] = [playbook(inv, env, logs, f"scale{n}-2-noop-{i}", a.scale_tags, PROFILE_ENV)
+                              for i in range(1, a.scale_rounds + 1)]
+            r["noop"] = sorted(r["noop_runs"], key=lambda x: x["seconds"])[len(r["noop_runs"]) // 2]
             r["ping_floor_after"] = ping_floor(inv, env, logs, f"scale{n}-after")
         finally:
             bl.lab_down(a.scale_lab)
@@ -196,7 +201,8 @@ def series_scale(a, stamp: str, logs: Path) -> dict:
     res["ratio_max_over_min"] = round(res["sizes"][hi]["noop"]["seconds"] / res["sizes"][lo]["noop"]["seconds"], 2)
     res["goal"] = f"{hi}-node no-op <= {SCALE_GOAL} x {lo}-node no-op"
     res["goal_met"] = (res["ratio_max_over_min"] <= SCALE_GOAL
-                       and all(s["noop"]["recap"]["changed"] == 0 for s in res["sizes"].values()))
+                       and all(x["recap"]["changed"] == 0 for s in res["sizes"].values()
+                               for x in s.get("noop_runs", [s["noop"]])))
     return res
 
 
@@ -211,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="tags of the scale series ('' = the whole site.yml)")
     ap.add_argument("--inventory", default="inventories/sim", help="noop series: a converged lab's inventory (comma-separated: an inventory and its overlay)")
     ap.add_argument("--rounds", type=int, default=2, help="noop series: no-op runs per strategy")
+    ap.add_argument("--scale-rounds", type=int, default=3, help="scale series: no-op runs per size (the median is kept)")
     ap.add_argument("--strategies", default="linear,mitogen",
                     help="noop series: linear, mitogen, base (linear from --base-tree), comma-separated")
     ap.add_argument("--base-tree", default="", help="noop series, strategy base: another checkout of this "
@@ -290,8 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     if "scale" in data:
         s = data["scale"]
         for n, r in s["sizes"].items():
+            runs = ", ".join(str(x["seconds"]) for x in r.get("noop_runs", [r["noop"]]))
             print(f"  scale {n:>2} nodes [{s['tags']}]: converge {r['converge']['seconds']} s, no-op "
-                  f"{r['noop']['seconds']} s (changed={r['noop']['recap']['changed']}), ping {r['ping_floor_s']} s")
+                  f"{r['noop']['seconds']} s (median of {runs}; changed={r['noop']['recap']['changed']}), "
+                  f"ping {r['ping_floor_s']} s")
         print(f"  scale ratio {s['ratio_max_over_min']}x (goal <= {SCALE_GOAL}x: {'MET' if s['goal_met'] else 'NOT met'})")
 
     if not a.no_record:
@@ -323,8 +332,10 @@ def main(argv: list[str] | None = None) -> int:
                 "goal": f"no-op ≤ {NOOP_STRATEGY_GOAL:g}× ping", "met": "yes" if n["goal_met"] else "**no**"})
         if "scale" in data:
             s = data["scale"]
-            nums = "; ".join(f"{n}: no-op {r['noop']['seconds']} s (ping {r['ping_floor_s']} s, "
-                             f"converge {r['converge']['seconds']} s)" for n, r in s["sizes"].items())
+            nums = "; ".join(f"{n}: no-op {r['noop']['seconds']} s (median of "
+                             f"{', '.join(str(x['seconds']) for x in r.get('noop_runs', [r['noop']]))}; "
+                             f"ping {r['ping_floor_s']} s, converge {r['converge']['seconds']} s)"
+                             for n, r in s["sizes"].items())
             bl.append_results_md({
                 "date": data["date"], "benchmark": f"converge scale (#12), tags {s['tags'] or 'all'}",
                 "machine": bl.machine_short(m), "load": load,

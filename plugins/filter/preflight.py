@@ -5,7 +5,9 @@
 
 ``host | llmfleet.cluster.preflight_host_checks(hostvars, ansible_play_hosts_all, groups, cfg)`` is
 the whole host check table: the ``ok|skip|WARN|FAIL`` lines of ``host`` from its probe, network
-facts, gpu_info/rdma_info results and inventory (it calls the three below).
+facts, gpu_info/rdma_info results and inventory (it calls the three below); given ``fleet``
+(``ansible_play_hosts_all | llmfleet.cluster.preflight_fleet(hostvars)``, once per run) it reads the
+other hosts there.
 ``host | llmfleet.cluster.preflight_gpu_parity(hostvars, ansible_play_hosts_all, min_cuda)``
 compares the driver/CUDA of ``host`` with every host of its arch in its cluster (each host's
 registered ``preflight_gpu``); ``host | llmfleet.cluster.preflight_rdma_expectation(groups,
@@ -50,13 +52,32 @@ def rdma_check(rdma_result, host, expectation, fabric_ip='', fabric_nic='', fata
                                 fabric_nic=fabric_nic or '', fatal=fatal)
 
 
-def host_checks(host, hostvars, hosts, groups, cfg):
+class _FleetHostvars:
+    """hostvars as host_checks reads them: ``host``'s own in full, the other hosts' from the fleet view
+    (preflight_fleet, computed once per run), any host outside the view from hostvars."""
+
+    def __init__(self, host, hostvars, fleet):
+        self._host, self._hostvars, self._fleet = host, hostvars, fleet
+
+    def get(self, name, default=None):
+        if name != self._host and name in self._fleet:
+            return self._fleet[name]
+        return self._hostvars.get(name, default)
+
+
+def host_checks(host, hostvars, hosts, groups, cfg, fleet=None):
     cfg = _mapping(cfg, 'preflight_host_checks: cfg')
     missing = sorted(set(HOST_CFG_KEYS) - set(cfg))
     if missing:
         raise AnsibleFilterError('preflight_host_checks: cfg lacks %s' % ', '.join(missing))
-    return preflight.host_report(host, list(hosts or []), _mapping(hostvars, 'preflight_host_checks: hostvars'),
-                                 _mapping(groups, 'preflight_host_checks: groups'), cfg)
+    hostvars = _mapping(hostvars, 'preflight_host_checks: hostvars')
+    if fleet is not None:
+        hostvars = _FleetHostvars(host, hostvars, _mapping(fleet, 'preflight_host_checks: fleet'))
+    return preflight.host_report(host, list(hosts or []), hostvars, _mapping(groups, 'preflight_host_checks: groups'), cfg)
+
+
+def fleet(hosts, hostvars):
+    return preflight.fleet_view(list(hosts or []), _mapping(hostvars, 'preflight_fleet: hostvars'))
 
 
 HOST_CFG_KEYS = ('min_disk_gb', 'weights_dir', 'fabric_mtu', 'mtu_fatal', 'ray_port', 'ray_unit_regex',
@@ -67,6 +88,7 @@ class FilterModule:
     def filters(self):
         return {
             'preflight_host_checks': host_checks,
+            'preflight_fleet': fleet,
             'preflight_gpu_parity': gpu_parity,
             'preflight_rdma_expectation': rdma_expectation,
             'preflight_rdma_check': rdma_check,

@@ -598,6 +598,20 @@ def host_checks(host, hosts, hostvars, groups, cfg):
     return checks
 
 
+# What host_checks reads of the other hosts of the run (machine-ids, GPU fleet, clusters, the serving
+# group's archs): fleet_view collects them once per run instead of once per host (O(hosts²) hostvars).
+FLEET_KEYS = ('llmfleet_cluster', 'llmfleet_gpu_arch', 'preflight_probe', 'preflight_gpu')
+
+
+def fleet_view(hosts, hostvars):
+    """``{host: {key: value}}`` of :data:`FLEET_KEYS` for each of ``hosts`` (keys a host lacks left out)."""
+    view = {}
+    for h in hosts or []:
+        hv = hostvars.get(h) or {}
+        view[h] = dict((k, hv[k]) for k in FLEET_KEYS if k in hv)
+    return view
+
+
 def report_lines(checks):
     """The checks as ``ok  |skip|WARN|FAIL <text>`` lines (a text with a line break becomes several)."""
     out = []

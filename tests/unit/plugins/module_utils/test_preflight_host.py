@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmfleet.cluster.plugins.filter.preflight import FilterModule
 from ansible_collections.llmfleet.cluster.plugins.module_utils import gpu, preflight
 
 GPU_FIXTURES = Path(__file__).resolve().parents[2] / 'fixtures' / 'gpu'
@@ -95,6 +96,8 @@ def report(name, changes):
 
 
 # id, host, changes, index of the check, the line (as the Jinja table rendered it)
+FILTERS = FilterModule().filters()
+
 ROWS = [
     pytest.param(
         'spark1', [], 0,
@@ -492,6 +495,32 @@ REPORTS = [
 @pytest.mark.parametrize('name, changes, lines', REPORTS)
 def test_host_report(name, changes, lines):
     assert report(name, changes) == lines
+
+
+class ReadCounter(dict):
+    """hostvars that records which hosts a check read."""
+
+    def __init__(self, data):
+        super().__init__(data)
+        self.read = []
+
+    def get(self, key, default=None):
+        self.read.append(key)
+        return super().get(key, default)
+
+
+@pytest.mark.parametrize('name, changes', [(r.values[0], r.values[1]) for r in ROWS + REPORTS])
+def test_the_fleet_view_gives_the_same_lines_reading_only_the_host_itself(name, changes):
+    """preflight_fleet once per run, then each host's check reads only its own hostvars (every host's
+    before: O(hosts²) hostvars builds per run); the lines are those of the full hostvars."""
+    s = scenario(changes)
+    hostvars = ReadCounter(s['hv'])
+    fleet = FILTERS['preflight_fleet'](s['hosts'], s['hv'])
+    lines = FILTERS['preflight_host_checks'](name, hostvars, s['hosts'], s['groups'], s['cfg'], fleet)
+    assert lines == report(name, changes)
+    # hosts outside the run (a --limit) are still read from hostvars
+    assert set(hostvars.read) <= {name} | (set(s['hv']) - set(fleet))
+    assert set(fleet) == set(s['hosts'])
 
 
 # The probe's `ip -j -4 addr show` line (iproute2 6.1, a sim container's shape) stands in for the
