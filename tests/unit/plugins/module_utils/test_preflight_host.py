@@ -95,9 +95,9 @@ def report(name, changes):
     return preflight.host_report(name, s['hosts'], s['hv'], s['groups'], s['cfg'])
 
 
-# id, host, changes, index of the check, the line (as the Jinja table rendered it)
 FILTERS = FilterModule().filters()
 
+# id, host, changes, index of the check, the line (as the Jinja table rendered it)
 ROWS = [
     pytest.param(
         'spark1', [], 0,
