@@ -5,7 +5,9 @@
 controller (plugin_utils/role_inputs.py), then either answers a check from the snapshot the common
 role's check took at the start of the run (no node contact: the run's first role_state call observed
 every role's probes at once) or runs the module on the node. A run limited by --tags, or one with llmfleet_full_run, finds no
-node current (the role runs in full, as asked).
+node current (the role runs in full, as asked), and so does a check given `rerun` (a reason: a restart
+asked for is an action, whatever the record says). Outside a role (a play's pre_tasks), the check is of a
+role the play lists: its defaults and vars are the play's, and its path is the one the play loaded.
 
 The snapshot answers only while no role_state check of this run has found a host drifted: a role
 that ran its tasks may have changed what a later role's probes watch, so from then on every check
@@ -37,9 +39,18 @@ def drift_in_run(hostvars, hosts, roles):
     return False
 
 
+def not_current(result, reasons):
+    """The check's result made not current by each non-empty reason (a run that runs every role in
+    full, a restart asked for), first in its drift; a failed check is left as it is."""
+    for reason in reversed([r for r in reasons if r]):
+        if not result.get('failed') and reason not in (result.get('drift') or []):
+            result.update(current=False, drift=[reason] + list(result.get('drift') or []), facts={})
+    return result
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(('role', 'fingerprint', 'probes', 'facts', 'state', 'state_dir', 'snapshot', 'host'))
+    _VALID_ARGS = frozenset(('role', 'fingerprint', 'probes', 'facts', 'state', 'state_dir', 'snapshot', 'host', 'rerun'))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -49,9 +60,12 @@ class ActionModule(ActionBase):
         role = str(args.get('role') or '')
         args.setdefault('host', str(task_vars.get('inventory_hostname') or ''))
         if not args.get('fingerprint'):
-            templar = self._templar.copy_with_new_env(available_variables=task_vars)
+            variables = task_vars
+            if self._task._role is None:
+                variables = dict(task_vars, role_path=self._play_role_path(role))
+            templar = self._templar.copy_with_new_env(available_variables=variables)
             try:
-                args['fingerprint'] = role_inputs.fingerprint(role, task_vars, templar.template)
+                args['fingerprint'] = role_inputs.fingerprint(role, variables, templar.template)
             except role_inputs.RoleInputsError as exc:
                 raise AnsibleActionFail('role_state: %s' % exc)
         checking = args.get('state', 'check') == 'check'
@@ -62,10 +76,23 @@ class ActionModule(ActionBase):
             answer = self._execute_module(module_name='llmfleet.cluster.role_state', module_args=args,
                                           task_vars=task_vars)
         result.update(answer)
-        forced = self._forced(task_vars) if checking else ''
-        if forced and not result.get('failed'):
-            result.update(current=False, drift=[forced] + list(result.get('drift') or []), facts={})
+        if checking:
+            not_current(result, [self._forced(task_vars), str(args.get('rerun') or '')])
         return result
+
+    def _play_role_path(self, role):
+        """The path of `role` where the check is a play's task, not the role's (a play's pre_tasks: the
+        defaults and vars of the roles a play lists are the play's too). The role must be one of them;
+        its path is the collection's, as the role's own tasks see it in role_path."""
+        node, play = self._task, None
+        while node is not None and play is None:
+            node = getattr(node, '_parent', None)
+            play = getattr(node, '_play', None)
+        for listed in getattr(play, 'roles', None) or []:
+            if listed.get_name().rsplit('.', 1)[-1] == role:
+                return role_inputs.role_path(role)
+        raise AnsibleActionFail('role_state: role %r: run the check inside that role, or in a play that lists it '
+                                'under roles' % role)
 
     def _forced(self, task_vars):
         """Why this run runs every role in full whatever the record says ('' when it does not): a run

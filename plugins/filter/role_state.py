@@ -4,6 +4,8 @@
 """Which hosts of a play drifted from their role's last full run (documentation in drifted_hosts.yml,
 converge_drift.yml)."""
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.registered import registered_vars
 
@@ -16,9 +18,11 @@ def _results(hosts, hostvars):
     return {h: registered_vars(hostvars, h) for h in hosts}
 
 
-def drifted_hosts(hosts, hostvars, result_name):
+def drifted_hosts(hosts, hostvars, result_name, absent='drifted'):
+    if absent not in ('drifted', 'skip'):
+        raise AnsibleFilterError("drifted_hosts: absent must be 'drifted' or 'skip', got %r" % (absent,))
     hosts = list(hosts)
-    return role_state.drifted_hosts(hosts, _results(hosts, hostvars), str(result_name))
+    return role_state.drifted_hosts(hosts, _results(hosts, hostvars), str(result_name), absent)
 
 
 def converge_drift(hosts, hostvars):

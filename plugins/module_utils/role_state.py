@@ -66,12 +66,16 @@ def stamp(role, fingerprint, probes, observed, facts=None):
             'probes': normalize_probes(probes), 'observed': observed, 'facts': facts or {}}
 
 
-def drifted_hosts(hosts, hostvars, result_name):
+def drifted_hosts(hosts, hostvars, result_name, absent='drifted'):
     """The hosts among `hosts` whose registered role_state check (`result_name`) did not find them
-    current (a host without the result counts as drifted)."""
+    current. A host without the result counts as drifted, or with absent='skip' is left out (hosts a
+    role ended before its check, such as models' hosts outside every serving group)."""
     out = []
     for host in hosts:
-        result = (hostvars.get(host) or {}).get(result_name)
+        host_vars = hostvars.get(host) or {}
+        if absent == 'skip' and result_name not in host_vars:
+            continue
+        result = host_vars.get(result_name)
         if not isinstance(result, dict) or result.get('current') is not True:
             out.append(host)
     return out

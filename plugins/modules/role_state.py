@@ -30,7 +30,8 @@ options:
       - sha256 of the role's inputs. Left out, the action plugin computes it on the controller - over the templated
         value of every variable in the role's C(meta/argument_specs.yml) and every C(llmfleet_*) variable (the
         cluster plan included), and the content of the role's directory, the collection's C(plugins/) and
-        C(profiles/) (plugins/plugin_utils/role_inputs.py); the task must then run inside that role.
+        C(profiles/) (plugins/plugin_utils/role_inputs.py); the task must then run inside that role, or in the
+        C(pre_tasks) of a play that lists it under C(roles) (whose defaults and vars are then the play's).
     type: str
   probes:
     description:
@@ -61,6 +62,12 @@ options:
         without contacting the node, as long as no role of the run has drifted (nothing has changed since).
     type: bool
     default: false
+  rerun:
+    description:
+      - With O(state=check), a reason to run the role whatever the record says (an action asked for, such as a
+        restart); empty for none. The node is then not current and the reason is the first line of RV(drift).
+    type: str
+    default: ""
   host:
     description:
       - The inventory host the stamps are for (a directory of its own below O(state_dir), so that inventory hosts
@@ -328,6 +335,7 @@ def main():
             facts=dict(type='dict', default={}),
             snapshot=dict(type='bool', default=False),
             state=dict(type='str', choices=['check', 'record'], default='check'),
+            rerun=dict(type='str', default=''),
             host=dict(type='str', default=''),
             state_dir=dict(type='path', default='/var/lib/llmfleet/state'),
         ),
@@ -352,7 +360,8 @@ def main():
             if role_state.in_snapshot(other):
                 wanted = role_state.probes_to_observe(other, wanted)
         observed = observe(module, wanted)
-        reasons = role_state.drift(recorded, p['fingerprint'], role_state.observed_subset(observed, own))
+        reasons = ([p['rerun']] if p['rerun'] else []) + role_state.drift(recorded, p['fingerprint'],
+                                                                          role_state.observed_subset(observed, own))
         result = dict(changed=False, current=not reasons, drift=reasons, path=path, fingerprint=p['fingerprint'],
                       facts={} if reasons else recorded.get('facts') or {})
         if p['snapshot']:

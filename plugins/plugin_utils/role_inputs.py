@@ -28,6 +28,11 @@ PROFILE_SELECTORS = frozenset(['llmfleet_serve_profile', 'llmfleet_serve_profile
 PLAN_VIEWS = {'serve': 'own_group', 'common': 'no_serving'}
 
 
+def role_path(role):
+    """The collection's directory of `role` (as Ansible's role_path names it for the role's tasks)."""
+    return os.path.join(COLLECTION_ROOT, 'roles', role)
+
+
 class RoleInputsError(Exception):
     pass
 

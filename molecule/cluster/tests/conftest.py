@@ -26,6 +26,9 @@ from lab import (  # noqa: E402,F401 pylint: disable=unused-import,wrong-import-
 EXTENDED: set = {"test_serve_ray.py::test_ray_pipeline_parallel_two_stages"}
 
 
+# Checks of a site.yml re-run: they run before every other check, while the lab is as the converge
+# left it (the other checks change what serves and the nodes' state).
+FIRST = ("test_rerun.py",)
 # Files whose checks change the lab for good: they run after every other check, in this order.
 # test_upgrade.py leaves the lab on release B (no engine load spent going back to A), then
 # test_teardown.py leaves it torn down (venvs kept): the next converge or `make demo` serves A again.
@@ -49,6 +52,8 @@ def pytest_collection_modifyitems(config, items):
 
     def order(item):
         name = os.path.basename(str(item.fspath))
+        if name in FIRST:
+            return (-1, position[id(item)])
         if name in LAST:
             return (LAST.index(name) + 1, position[id(item)])
         if name == BEFORE_REPLACER and replacer is not None:

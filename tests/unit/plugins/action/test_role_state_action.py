@@ -2,7 +2,10 @@
 run has found a host drifted (a role that ran may have changed what later probes watch)."""
 import pytest
 
-from ansible_collections.llmfleet.cluster.plugins.action.role_state import ActionModule, drift_in_run
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.llmfleet.cluster.plugins.action.role_state import ActionModule, drift_in_run, not_current
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import role_inputs
 
 FP = 'f' * 64
 
@@ -44,3 +47,48 @@ def test_a_tags_or_full_run_finds_no_node_current(task_vars, reason):
     action = ActionModule.__new__(ActionModule)
     action._templar = _Templar()
     assert action._forced(task_vars) == reason
+
+
+@pytest.mark.parametrize('result, reasons, expected', [
+    ({'current': True, 'drift': [], 'facts': {'a': 1}}, ['', ''], {'current': True, 'drift': [], 'facts': {'a': 1}}),
+    ({'current': True, 'drift': [], 'facts': {'a': 1}}, ['', 'serve_state is restarted'],
+     {'current': False, 'drift': ['serve_state is restarted'], 'facts': {}}),
+    ({'current': False, 'drift': ['files /x: absent'], 'facts': {}}, ['llmfleet_full_run is set', 'serve_state is restarted'],
+     {'current': False, 'drift': ['llmfleet_full_run is set', 'serve_state is restarted', 'files /x: absent'], 'facts': {}}),
+    ({'failed': True, 'msg': 'x'}, ['serve_state is restarted'], {'failed': True, 'msg': 'x'}),
+])
+def test_a_forced_run_or_a_rerun_makes_the_check_not_current(result, reasons, expected):
+    assert not_current(result, reasons) == expected
+
+
+class _Listed:
+    def __init__(self, name):
+        self.name = name
+
+    def get_name(self):
+        return self.name
+
+
+class _Node:
+    def __init__(self, parent=None, play=None):
+        self._parent, self._play = parent, play
+
+
+def _action_in(play):
+    action = ActionModule.__new__(ActionModule)
+    action._task = _Node(parent=_Node(parent=_Node(play=play)))  # a task in an imported file of the play's pre_tasks
+    return action
+
+
+def test_a_plays_check_uses_the_collections_path_of_a_role_the_play_lists():
+    play = _Node()
+    play.roles = [_Listed('llmfleet.cluster.plan'), _Listed('llmfleet.cluster.fabric')]
+    assert _action_in(play)._play_role_path('fabric') == role_inputs.role_path('fabric')
+    assert role_inputs.role_path('fabric').endswith('/roles/fabric')
+
+
+def test_a_plays_check_of_a_role_it_does_not_list_fails():
+    play = _Node()
+    play.roles = [_Listed('llmfleet.cluster.plan')]
+    with pytest.raises(AnsibleActionFail, match="in a play that lists it under roles"):
+        _action_in(play)._play_role_path('fabric')

@@ -96,6 +96,10 @@ def test_drifted_hosts():
     hostvars = {'a': {'s': {'current': True}}, 'b': {'s': {'current': False}}, 'c': {}}
     assert rs.drifted_hosts(['a', 'b', 'c'], hostvars, 's') == ['b', 'c']
     assert rs.drifted_hosts(['a'], hostvars, 's') == []
+    # 'skip': a host without the result (ended before the check) is left out; one that failed its check is not
+    hostvars['d'] = {'s': {'failed': True}}
+    assert rs.drifted_hosts(['a', 'b', 'c', 'd'], hostvars, 's', absent='skip') == ['b', 'd']
+    assert rs.drifted_hosts(['c'], hostvars, 's', absent='skip') == []
 
 
 def test_converge_drift():
