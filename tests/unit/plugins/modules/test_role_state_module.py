@@ -150,3 +150,13 @@ def test_hashed_trees_see_what_size_and_mtime_hide_and_stay_out_of_a_snapshot(mo
     assert [d.split(':')[0] for d in out.result['drift']] == ['hashed_trees %s' % (tmp_path / 'models')]
     snap = run_module(monkeypatch, role_state, dict(args(tmp_path), role='common', snapshot=True), commands=running)
     assert 'models' not in snap.result['snapshot']  # its role's own call hashes, not every playbook's first check
+
+
+def test_a_rerun_asked_for_is_not_current_whatever_the_record(monkeypatch, tmp_path):
+    setup(tmp_path)
+    running = systemctl({'ray.service': 'active'})
+    run_module(monkeypatch, role_state, args(tmp_path, 'record', facts={'serve_unit': 'x'}), commands=running)
+    out = run_module(monkeypatch, role_state, args(tmp_path, rerun='serve_state is restarted'), commands=running)
+    assert not out.result['current'] and out.result['drift'] == ['serve_state is restarted']
+    assert out.result['facts'] == {}
+    assert run_module(monkeypatch, role_state, args(tmp_path), commands=running).result['current']
