@@ -74,7 +74,7 @@ def main() -> int:
                     runs = []
                     for rnd in range(1, args.rounds + 1):
                         log = logs / f"{action}-{tasks}-{nodes}-{rnd}.log"
-                        secs, _, out = bl.timed([str(bl.VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play)], log, env=env)
+                        secs, _rc, out = bl.timed([str(bl.VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play)], log, env=env)
                         tot = bl.recap_totals(out)
                         if tot["hosts"] != nodes or tot["failed"] or tot["unreachable"]:
                             raise SystemExit(f"{action} K={tasks} N={nodes}: recap {tot} (log {log})")
