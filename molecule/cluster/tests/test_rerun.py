@@ -41,3 +41,17 @@ def test_a_drifted_node_runs_its_roles_play_and_only_that_one():
     assert hashlib.sha256(h.file(COMM_ENV).content).hexdigest() == before
     out, _secs = site()
     assert started(out) == [] and all(r["changed"] == 0 for r in recap(out).values()), (started(out), recap(out))
+
+
+def test_a_limited_full_run_of_the_ray_head_audits_the_members_it_has():
+    """--limit spark1 (the head): its audit reads only the env files of the members in the run."""
+    rc, out, _secs = run_playbook("playbooks/ray.yml", "--limit", "spark1", extra_vars={"llmfleet_full_run": True})
+    assert rc == 0, failures(out)
+    assert "TASK [llmfleet.cluster.ray_node : Wait until every node of the cluster has joined" in out
+    assert recap(out)["spark1"]["changed"] == 0
+
+
+def test_a_limit_that_splits_a_serving_group_stops_before_serve_changes_anything():
+    rc, out, _secs = run_playbook("playbooks/serve.yml", "--limit", "spark1", extra_vars={"llmfleet_full_run": True})
+    assert rc != 0 and "leaves spark2 out" in out, failures(out)
+    assert recap(out)["spark1"]["changed"] == 0 and recap(out)["spark1"]["failed"] == 1
