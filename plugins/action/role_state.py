@@ -7,7 +7,8 @@ role's check took at the start of the run (no node contact: the run's first role
 every role's probes at once) or runs the module on the node. A run limited by --tags, or one with llmfleet_full_run, finds no
 node current (the role runs in full, as asked), and so does a check given `rerun` (a reason: a restart
 asked for is an action, whatever the record says). Outside a role (a play's pre_tasks), the check is of a
-role the play lists: its defaults and vars are the play's, and its path is the one the play loaded.
+role the play lists: its defaults and vars are the play's, and its path is the collection's, as the
+role's own tasks see it in role_path.
 
 The snapshot answers only while no role_state check of this run has found a host drifted: a role
 that ran its tasks may have changed what a later role's probes watch, so from then on every check
