@@ -69,7 +69,7 @@ def load_yaml_dir(directory: str, member: str | None = None) -> dict[str, t.Any]
             with open(path, encoding="utf-8") as f:
                 out[name] = yaml.safe_load(f)
         except (OSError, ValueError, getattr(yaml, "YAMLError", ValueError)) as exc:
-            out[name] = ProfileError(to_native(exc).splitlines()[0])
+            out[name] = ProfileError(name, to_native(exc).splitlines()[0])
     return out
 
 
@@ -131,7 +131,7 @@ def load_profiles(profiles_dir: str) -> dict[str, t.Any] | None:
     found = load_yaml_dir(profiles_dir)
     if found is None:
         return None
-    return {name: data if isinstance(data, (dict, ProfileError)) else ProfileError("not a YAML mapping")
+    return {name: data if isinstance(data, (dict, ProfileError)) else ProfileError(name, "not a YAML mapping")
             for name, data in found.items()}
 
 

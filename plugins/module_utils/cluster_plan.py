@@ -18,6 +18,8 @@ import os
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _groups
 from ansible_collections.llmfleet.cluster.plugins.module_utils import topology as _topology
+# the inventory cannot be planned: one error type for the layout (planner) and the host's plan
+from ansible_collections.llmfleet.cluster.plugins.module_utils.planner import PlanError
 
 DEFAULT_PREFIX = '/opt/llmfleet'
 DEFAULT_CONFIG_DIR = '/etc/llmfleet'
@@ -31,10 +33,6 @@ INPUTS = (
     'serve_host', 'serve_unit_prefix', 'common_prefix', 'common_config_dir', 'common_service_user',
     'common_service_group', 'common_service_home', 'ray_node_port', 'ray_node_firewall', 'llmfleet_variants_dir',
 )
-
-
-class PlanError(ValueError):
-    """The inventory cannot be planned; the message names host, variable, value and fix."""
 
 
 def _get(hostvars, host, name, default=None):

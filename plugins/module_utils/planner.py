@@ -16,7 +16,8 @@ TRANSPORTS = ("roce", "socket")
 
 
 class PlanError(ValueError):
-    """The profile's parallelism does not fit the serving group; the message says how to fix it."""
+    """The inventory cannot be planned (the profile's parallelism does not fit the serving group, a path
+    or directory is no path); the message names what and how to fix it."""
 
 
 def _host_view(hosts):

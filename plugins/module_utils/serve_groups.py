@@ -28,8 +28,9 @@ Ray nodes) serving llmfleet_serve_profile, as before.
 
 import re
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils.profiles import DEFAULT_PORT
+
 DEFAULT_GROUP = 'default'
-DEFAULT_PORT = 8000
 UNIT_PREFIX = 'llmfleet-serve'
 GROUP_KEYS = {'hosts', 'group', 'profile', 'port', 'unit', 'release', 'engine'}
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')

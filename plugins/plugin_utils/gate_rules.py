@@ -21,11 +21,10 @@ import ipaddress
 import re
 import typing as t
 
-from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks import (
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.gate_report import (
     UNSET,
     Finding,
     Unevaluated,
-    _Inventory,
     _names,
     _show,
 )
@@ -87,7 +86,7 @@ REACHABLE_ADDRESSES: dict[str, str] = {
 class GateContext:
     """What the rules read: the inventory plus the catalogues the action plugin loaded."""
 
-    inv: _Inventory
+    inv: t.Any  # inventory_checks.GateInventory: membership, clusters, serving groups, values
     role_specs: t.Mapping[str, t.Mapping[str, t.Any]]  # role -> options of meta/argument_specs.yml main
     variants: t.Mapping[str, t.Any] | None  # variant name -> python_env_variant data (None: not loaded)
     resolved_profiles: t.Mapping[str, t.Any]  # host -> resolved profile dict (only where it resolved)

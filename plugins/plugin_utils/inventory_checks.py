@@ -16,25 +16,38 @@ unit tests feed it plain dicts.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
-import json
 import re
 import typing as t
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms as _platforms
 from ansible_collections.llmfleet.cluster.plugins.module_utils import profiles as _profiles
+from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _serve_groups
+from ansible_collections.llmfleet.cluster.plugins.module_utils import topology as _topology
+from ansible_collections.llmfleet.cluster.plugins.module_utils.profiles import ProfileError
+from ansible_collections.llmfleet.cluster.plugins.module_utils.topology import DEFAULT_CLUSTER
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import gate_rules
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.gate_report import (  # noqa: F401 (re-exported)
+    UNSET,
+    CheckResult,
+    Finding,
+    Report,
+    Unevaluated,
+    _canon,
+    _jsonable,
+    _names,
+    _show,
+)
 
 KNOWN_GPU_ARCHS: tuple[str, ...] = ("sm_121", "sm_110", "sm_120", "sm_100", "sm_90", "sm_89", "sm_80")
-ENGINES: tuple[str, ...] = ("vllm", "sglang")
-DEFAULT_CLUSTER = "default"
-# Platform groups and the arch their hardware has.
-GROUP_ARCH: dict[str, str] = {"gb10": "sm_121", "thor": "sm_110"}
-GROUP_PLATFORM: dict[str, str] = {"gb10": "DGX Spark GB10", "thor": "Jetson Thor"}
+ENGINES: tuple[str, ...] = _profiles.ENGINES
+# Platform groups and the arch their hardware has (module_utils/platforms.py).
+GROUP_ARCH: dict[str, str] = _platforms.group_arch()
+GROUP_PLATFORM: dict[str, str] = {g: _platforms.PLATFORMS[g]["title"] for g in _platforms.GROUPS}
 
 HEAD, WORKERS, SERVE = "ray_head", "ray_workers", "serve_nodes"
 FABRIC_FIX = "give each host its own data-plane IPv4 (the QSFP address)"
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
-UNSET: t.Any = object()
 EXTRAS_VAR = "llmfleet_serve_profiles_extra"
 # Variables the checks need as values: a template that cannot be evaluated on the controller is a
 # finding of the check that owns the variable (and the variable counts as unset elsewhere).
@@ -60,36 +73,6 @@ CHECKS: dict[str, str] = {
 }
 
 
-class Unevaluated:
-    """A variable whose template could not be evaluated on the controller (e.g. it needs facts).
-
-    ``raw`` is the untemplated value: two hosts with the same raw template count as equal.
-    """
-
-    def __init__(self, raw: t.Any, error: str) -> None:
-        self.raw = raw
-        self.error = error
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Unevaluated) and _canon(self.raw) == _canon(other.raw)
-
-    def __hash__(self) -> int:
-        return hash(_canon(self.raw))
-
-    def __repr__(self) -> str:
-        return f"<unevaluated {self.raw!r}>"
-
-
-class ProfileError:
-    """A serve profile file that exists but could not be read or parsed."""
-
-    def __init__(self, error: str) -> None:
-        self.error = error
-
-    def __repr__(self) -> str:
-        return f"<unreadable profile: {self.error}>"
-
-
 def is_pin_var(name: str) -> bool:
     """Variables that pin a version and must be identical across a serving group.
 
@@ -108,153 +91,6 @@ def is_wanted_var(name: str) -> bool:
     """Variables the checks read (what the action plugin extracts from hostvars)."""
     return name.startswith("llmfleet_") or is_pin_var(name) or name in ("ansible_host", "ansible_connection")
 
-
-# --------------------------------------------------------------------------- results
-@dataclasses.dataclass
-class Finding:
-    subject: str  # "spark2", "spark1, spark2", "cluster 'lab2'"
-    problem: str
-    fix: str
-    hosts: tuple[str, ...] = ()
-    variable: str | None = None
-    value: t.Any = None
-    severity: str = "fail"
-
-    @property
-    def line(self) -> str:
-        return f"{self.subject}: {self.problem}; {self.fix}"
-
-    def to_dict(self) -> dict[str, t.Any]:
-        return {
-            "severity": self.severity,
-            "hosts": list(self.hosts),
-            "variable": self.variable,
-            "value": _jsonable(self.value),
-            "problem": self.problem,
-            "fix": self.fix,
-            "message": self.line,
-        }
-
-
-@dataclasses.dataclass
-class CheckResult:
-    key: str
-    title: str
-    findings: list[Finding] = dataclasses.field(default_factory=list)
-    details: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return not any(f.severity == "fail" for f in self.findings)
-
-    def merge_hosts(self) -> CheckResult:
-        """One line for the same problem on several hosts (e.g. an engine typo in group_vars/all)."""
-        merged: dict[tuple, Finding] = {}
-        out: list[Finding] = []
-        for f in self.findings:
-            if len(f.hosts) != 1 or f.subject != f.hosts[0]:
-                out.append(f)
-                continue
-            key = (f.problem, f.fix, f.variable, f.severity, _canon(f.value))
-            if key in merged:
-                first = merged[key]
-                first.hosts += f.hosts
-                first.subject = _names(first.hosts)
-            else:
-                merged[key] = f
-                out.append(f)
-        self.findings = out
-        return self
-
-    @property
-    def summary(self) -> str:
-        return f"{self.title} ({self.details})" if self.details else self.title
-
-    def to_dict(self) -> dict[str, t.Any]:
-        return {
-            "name": self.key,
-            "title": self.title,
-            "ok": self.ok,
-            "details": self.details,
-            "findings": [f.to_dict() for f in self.findings],
-        }
-
-
-@dataclasses.dataclass
-class Report:
-    checks: list[CheckResult]
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
-
-    @property
-    def failures(self) -> list[Finding]:
-        return [f for c in self.checks for f in c.findings if f.severity == "fail"]
-
-    @property
-    def warnings(self) -> list[Finding]:
-        return [f for c in self.checks for f in c.findings if f.severity != "fail"]
-
-    def lines(self) -> list[str]:
-        """One line per failure (``FAIL``), per warning (``WARN``), then per passing check (``ok``)."""
-        out = [f"FAIL {f.line}" for f in self.failures]
-        out += [f"WARN {f.line}" for f in self.warnings]
-        out += [f"ok   {c.summary}" for c in self.checks if c.ok]
-        return out
-
-    def to_dict(self) -> dict[str, t.Any]:
-        return {
-            "ok": self.ok,
-            "failed": len(self.failures),
-            "checks": [c.to_dict() for c in self.checks],
-            "lines": self.lines(),
-        }
-
-
-# --------------------------------------------------------------------------- helpers
-def _canon(value: t.Any) -> str:
-    """A comparable rendering: '0.11' and 0.11 compare equal, dicts by content."""
-    if isinstance(value, Unevaluated):
-        return "<template> " + _canon(value.raw)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    try:
-        return json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _jsonable(value: t.Any) -> t.Any:
-    if value is UNSET:
-        return None
-    if isinstance(value, Unevaluated):
-        return {"unevaluated": _canon(value.raw), "error": value.error}
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    try:
-        return json.loads(json.dumps(value, default=str))
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _show(value: t.Any) -> str:
-    """How a value appears in a message: quoted like the inventory would spell it."""
-    if value is UNSET:
-        return "<unset>"
-    if isinstance(value, Unevaluated):
-        return f"template {_canon(value.raw)!r}"
-    if isinstance(value, str):
-        return f"'{value}'"
-    return _canon(value)
-
-
-def _names(hosts: t.Iterable[str]) -> str:
-    return ", ".join(hosts)
 
 
 def _int_value(value: t.Any) -> int | None:
@@ -579,7 +415,7 @@ def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None
                 f"use one of: {', '.join(available) or '(none defined)'}", (host,), "llmfleet_serve_profile", name))
         elif isinstance(data, ProfileError):
             res.findings.append(Finding(
-                host, f"llmfleet_serve_profile '{name}' cannot be read ({data.error})",
+                host, f"llmfleet_serve_profile '{name}' cannot be read ({'; '.join(data.problems)})",
                 f"fix {profiles_location}/{name}.yml", (host,), "llmfleet_serve_profile", name))
         elif not isinstance(data, t.Mapping):
             res.findings.append(Finding(
@@ -759,7 +595,6 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
         check_versions(inv),
     ]
     # the rule table (plugin_utils/gate_rules.py): role specs and cross-host rules
-    from ansible_collections.llmfleet.cluster.plugins.plugin_utils import gate_rules  # cycle: it imports us
     ctx = gate_rules.GateContext(inv, role_specs or {}, variants,
                                  {h: p for h in inv.members if (p := resolve_full(inv, h, profiles)) is not None},
                                  patches or {}, variant_dirs or {})

@@ -40,7 +40,7 @@ PROFILES = {
     "tp4": {"engine": "vllm", "tensor_parallel_size": 4},
     "sgl-tp2": {"engine": "sglang", "tensor_parallel_size": 2},
     "engines": {"engine": ["vllm", "sglang"], "tensor_parallel_size": 4},
-    "broken": ProfileError("mapping values are not allowed here"),
+    "broken": ProfileError("broken", "mapping values are not allowed here"),
     "_vllm": {"name": "_vllm", "abstract": True, "engine": "vllm"},
     "base": {"abstract": True, "engine": "vllm", "tensor_parallel_size": 2},
 }
