@@ -16,7 +16,7 @@ COLL_LINK := $(ROOT)/.build/collections/ansible_collections/llmfleet/cluster
 REQ_STAMP := $(VENV)/.req-$(shell sha256sum requirements-dev.txt | cut -c1-12)
 
 .PHONY: help demo test deps venv link image lab-up lab-down unit sanity lint build molecule clean \
-	integration-controller integration-nccl integration-nccl-full integration-two-clusters install-test ee-context known-hosts
+	monitoring-rules integration-controller integration-nccl integration-nccl-full integration-two-clusters install-test ee-context known-hosts
 
 help:
 	@echo "make demo   - bring up the simulated lab and run site.yml on it (all set-up included)"
@@ -86,6 +86,12 @@ molecule: molecule-default molecule-fabric molecule-cluster
 # (pattern rule, so not .PHONY: make skips implicit rules for phony targets)
 molecule-%: venv link lab-up
 	$(BIN)/molecule test -s $*
+
+# The monitoring role's alert and recording rules on synthetic series (promtool: Debian's prometheus
+# package, installed by tools/bootstrap.sh).
+monitoring-rules:
+	promtool check rules roles/monitoring/files/llmfleet-rules.yml
+	promtool test rules tests/promtool/*.test.yml
 
 # Controller-side integration: bad inventories (no host contacted), upgrade batching.
 integration-controller: venv link

@@ -6,8 +6,9 @@
 # when everything is already there: `make` calls it before every demo/test run.
 set -euo pipefail
 # openssh-server: the models fan-out test runs an sshd per network-namespace node (not started here);
-# ccache: the NCCL integration test's compiler cache (tests/integration/nccl/run.sh)
-PKGS="podman runc debootstrap iproute2 iputils-ping openssh-client openssh-server rsync jq xz-utils zstd dpkg-dev ccache"
+# ccache: the NCCL integration test's compiler cache (tests/integration/nccl/run.sh);
+# prometheus: promtool, for the monitoring rules' tests (make monitoring-rules)
+PKGS="podman runc debootstrap iproute2 iputils-ping openssh-client openssh-server rsync jq xz-utils zstd dpkg-dev ccache prometheus"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -15,6 +16,11 @@ if [ -n "$missing" ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
   apt-get install -y -q --no-install-recommends $missing >/dev/null
+  # only promtool is wanted here: the package's own server (its postinst starts it on every address
+  # where systemd runs) is stopped and disabled when this script installed it
+  case " $missing " in
+    *" prometheus "*) if [ -d /run/systemd/system ]; then systemctl disable --now prometheus.service >/dev/null 2>&1 || true; fi ;;
+  esac
 fi
 # cgroups v1 hybrid: crun fails here, runc works (see README "simulated lab").
 if ! grep -qs '^runtime *= *"runc"' /etc/containers/containers.conf; then

@@ -6,9 +6,10 @@
 # failed step does not hide the others' results, and the exit code is non-zero.
 #
 # Three lanes share the machine. The lab lane (the lab, then the molecule scenarios) runs at normal
-# priority: its checks time engine loads and recoveries. The controller lane (unit tests, then the
-# controller-side integration tests) runs beside it from the start; the build lane (ansible-lint, the
-# collection build, ansible-test sanity, the NCCL compile) is CPU work with no clock in it. The lab's
+# priority: its checks time engine loads and recoveries. The controller lane (the monitoring rules'
+# promtool tests, unit tests, then the controller-side integration tests) runs beside it from the
+# start; the build lane (ansible-lint, the collection build, ansible-test sanity, the NCCL compile) is
+# CPU work with no clock in it. The lab's
 # nodes are podman containers, i.e. cgroups, and the kernel shares the CPU between cgroups by weight
 # before it looks at any process's priority: a side lane left in the root cgroup weighs as much per
 # process as all four nodes together. So each side lane runs in a CPU cgroup of its own (lane_cgroup):
@@ -20,7 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LAB_LANE=(lab-up molecule-default install-test molecule-fabric molecule-cluster)
-CONTROLLER_LANE=(unit integration-controller)
+CONTROLLER_LANE=(monitoring-rules unit integration-controller)
 BUILD_LANE=(lint build sanity integration-nccl)
 if [ -n "${TEST_STEPS:-}" ]; then
   read -r -a LAB_LANE <<< "$TEST_STEPS"; CONTROLLER_LANE=(); BUILD_LANE=()
