@@ -40,6 +40,7 @@ DEFAULT_PROFILES_DIR = os.path.join(COLLECTION_ROOT, "profiles")
 ROLES_DIR = os.path.join(COLLECTION_ROOT, "roles")
 VARIANTS_DIR = os.path.join(ROLES_DIR, "python_env", "vars", "variants")
 PATCHES_DIR = os.path.join(ROLES_DIR, "engine_patches", "files", "patches")
+ENGINE_HELP_DIR = os.path.join(COLLECTION_ROOT, "engine_help")
 
 
 def _plain(value: t.Any) -> t.Any:
@@ -126,6 +127,17 @@ def extract_hostvars(hostvars: t.Any, hosts: t.Iterable[str],
     return out
 
 
+def load_engine_help(directory: str) -> dict[str, str]:
+    """'<engine>-<version>' -> the captured --help text of each directory/<engine>-<version>.txt."""
+    out: dict[str, str] = {}
+    if os.path.isdir(directory):
+        for entry in sorted(os.listdir(directory)):
+            if entry.endswith(".txt"):
+                with open(os.path.join(directory, entry), encoding="utf-8") as handle:
+                    out[entry[:-4]] = handle.read()
+    return out
+
+
 def load_profiles(profiles_dir: str) -> dict[str, t.Any] | None:
     """name -> profile mapping (or ProfileError) for every profiles_dir/*.yml; None without the dir."""
     found = load_yaml_dir(profiles_dir)
@@ -188,7 +200,7 @@ class ActionModule(ActionBase):
             known_gpu_archs=args["known_gpu_archs"] or KNOWN_GPU_ARCHS,
             engines=args["engines"] or ENGINES,
             role_specs=role_specs, variants=load_variants(VARIANTS_DIR), patches=load_patches(PATCHES_DIR),
-            variant_dirs=load_variant_dirs(hostvars),
+            variant_dirs=load_variant_dirs(hostvars), engine_help=load_engine_help(ENGINE_HELP_DIR),
         )
         data = report.to_dict()
         lines = data["lines"]

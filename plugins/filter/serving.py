@@ -110,34 +110,9 @@ def serve_command(profile, plan=None, node_rank=0, engine_version=None, override
 def memory_fit(profile, plan=None, node_memory_gib=121.7, model_config=None, overrides=None,
                concurrency=1, extras=None, env=None, **knobs):
     """Memory estimate and verdict (fit | warn | refuse) for `profile` split as `plan`."""
-    prof = _profile_arg(profile, extras)
-    plan = _plain(plan or {})
-    overrides = _plain(overrides or {})
-    params = _profiles.serving_params(prof, overrides)
-    tp = plan.get("tensor_parallel_size") or overrides.get("tensor_parallel_size") or prof.get("tensor_parallel_size") or 1
-    pp = plan.get("pipeline_parallel_size") or overrides.get("pipeline_parallel_size") or prof.get("pipeline_parallel_size") or 1
-    default_util = 0.9 if prof.get("engine") == "vllm" else 0.85
-    dims = _memfit.model_dims(_plain(model_config) if model_config else None, prof.get("model_facts"))
-    env = {**(prof.get("env") or {}), **_plain(env or {})}
-    gpus_per_node = int(plan.get("gpus_per_node", 1))
-    # A fixed KV pool wins over the utilisation share: --kv-cache-memory-bytes (per GPU/rank,
-    # vLLM >= 0.11: "ignores gpu_memory_utilization"), else the CPU build's VLLM_CPU_KVCACHE_SPACE.
-    kv_pool = None
-    if params.get("kv_cache_memory_bytes") not in (None, False):
-        ranks_per_node = max(1, min(gpus_per_node, int(tp) * int(pp)))
-        kv_pool = _memfit.parse_human_int(params["kv_cache_memory_bytes"]) * ranks_per_node / _memfit.GIB
-    elif prof.get("device") == "cpu":
-        kv_pool = float(env.get("VLLM_CPU_KVCACHE_SPACE", 4))
-    return _memfit.estimate(
-        dims, tp=int(tp), pp=int(pp), max_model_len=params.get("max_model_len"),
-        concurrency=concurrency, kv_cache_dtype=params.get("kv_cache_dtype") or "auto",
-        node_memory_gib=float(node_memory_gib),
-        gpu_memory_utilization=float(params.get("gpu_memory_utilization") or default_util),
-        gpus_per_node=gpus_per_node,
-        mamba_ssm_cache_dtype=params.get("mamba_ssm_cache_dtype"),
-        allow_long_max_model_len=str(env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")) == "1",
-        kv_pool_gib=kv_pool,
-        **{k: float(v) for k, v in _plain(knobs).items()})
+    return _memfit.profile_fit(_profile_arg(profile, extras), _plain(plan or {}), node_memory_gib,
+                               _plain(model_config) if model_config else None, _plain(overrides or {}),
+                               concurrency, _plain(env or {}), **_plain(knobs))
 
 
 @_catch

@@ -19,6 +19,12 @@ _ITEM_SPLIT = re.compile(r", (?=-)")
 _DESC_GAP = re.compile(r"\s{2,}")
 _FLAG_TOKEN = re.compile(r"^(--?[A-Za-z0-9][A-Za-z0-9_.-]*)(?:[ =](.*))?$")
 _NUMBER = re.compile(r"^-\d")
+# Numeric flags whose --help names no range but the engine refuses (or misbehaves) outside one:
+# engine -> flag -> (lowest, excluded; highest, included; what the value is).
+VALUE_RANGES = {
+    "vllm": {"--gpu-memory-utilization": (0.0, 1.0, "the share of each GPU's memory the engine may take")},
+    "sglang": {"--mem-fraction-static": (0.0, 1.0, "the share of each GPU's memory for weights and KV cache")},
+}
 
 
 def _split_choices(text):
@@ -201,6 +207,7 @@ def check_argv(argv, help_index, engine, engine_version=None, profile=None):
                         warnings.append(text + " (a plugin may register it)")
                     else:
                         errors.append(text)
+        errors += _range_errors(build, canonical, values, VALUE_RANGES.get(engine, {}).get(canonical))
         gate = gates.get(canonical) or gates.get(flag)
         if gate:
             value = values[0] if len(values) == 1 else (values or None)
@@ -208,6 +215,23 @@ def check_argv(argv, help_index, engine, engine_version=None, profile=None):
             if why:
                 errors.append(f"{build}: {why}")
     return {"ok": not errors, "errors": errors, "warnings": warnings, "flags": seen}
+
+
+def _range_errors(build, flag, values, bounds):
+    """The values of a flag outside its range (VALUE_RANGES), one error each."""
+    if not bounds:
+        return []
+    low, high, what = bounds
+    out = []
+    for value in values:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            out.append(f"{build}: {flag} {value} is not a number ({what})")
+            continue
+        if not low < number <= high:
+            out.append(f"{build}: {flag} {value} is outside {low:g} < x <= {high:g} ({what})")
+    return out
 
 
 def check(argv, help_text, engine, engine_version=None, profile=None):

@@ -18,6 +18,8 @@ All sizes in GiB (2**30 bytes).
 import math
 import re
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils import profiles as _profiles
+
 GIB = float(1 << 30)
 DTYPE_BYTES = {
     "float32": 4, "fp32": 4, "float": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2,
@@ -416,3 +418,37 @@ def _util_for(node_memory_gib, reserved, keep):
 def fit(config=None, facts=None, **kwargs):
     """model_dims() + estimate() in one call."""
     return estimate(model_dims(config, facts), **kwargs)
+
+
+def profile_fit(prof, plan=None, node_memory_gib=121.7, model_config=None, overrides=None,
+                concurrency=1, env=None, **knobs):
+    """estimate() for a resolved serve profile split as `plan` (planner.plan's layout): its serving
+    flags (max model length, utilisation, KV dtype and pool), its model_facts unless a config.json
+    (model_config) is given. The serve role (filter memory_fit) and the controller gate both call it."""
+    plan = plan or {}
+    overrides = overrides or {}
+    params = _profiles.serving_params(prof, overrides)
+    tp = plan.get("tensor_parallel_size") or overrides.get("tensor_parallel_size") or prof.get("tensor_parallel_size") or 1
+    pp = plan.get("pipeline_parallel_size") or overrides.get("pipeline_parallel_size") or prof.get("pipeline_parallel_size") or 1
+    default_util = 0.9 if prof.get("engine") == "vllm" else 0.85
+    dims = model_dims(model_config or None, prof.get("model_facts"))
+    env = {**(prof.get("env") or {}), **(env or {})}
+    gpus_per_node = int(plan.get("gpus_per_node", 1))
+    # A fixed KV pool wins over the utilisation share: --kv-cache-memory-bytes (per GPU/rank,
+    # vLLM >= 0.11: "ignores gpu_memory_utilization"), else the CPU build's VLLM_CPU_KVCACHE_SPACE.
+    kv_pool = None
+    if params.get("kv_cache_memory_bytes") not in (None, False):
+        ranks_per_node = max(1, min(gpus_per_node, int(tp) * int(pp)))
+        kv_pool = parse_human_int(params["kv_cache_memory_bytes"]) * ranks_per_node / GIB
+    elif prof.get("device") == "cpu":
+        kv_pool = float(env.get("VLLM_CPU_KVCACHE_SPACE", 4))
+    return estimate(
+        dims, tp=int(tp), pp=int(pp), max_model_len=params.get("max_model_len"),
+        concurrency=concurrency, kv_cache_dtype=params.get("kv_cache_dtype") or "auto",
+        node_memory_gib=float(node_memory_gib),
+        gpu_memory_utilization=float(params.get("gpu_memory_utilization") or default_util),
+        gpus_per_node=gpus_per_node,
+        mamba_ssm_cache_dtype=params.get("mamba_ssm_cache_dtype"),
+        allow_long_max_model_len=str(env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")) == "1",
+        kv_pool_gib=kv_pool,
+        **{k: float(v) for k, v in knobs.items()})

@@ -93,6 +93,19 @@ class GateContext:
     patches: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)  # id -> engine_patches patch.yml
     # llmfleet_variants_dir set in the inventory -> the variants read there (None: not readable)
     variant_dirs: t.Mapping[str, t.Any] = dataclasses.field(default_factory=dict)
+    # every serving group whose profile resolved: (cluster, inventory_checks.ServingGroup, profile name, profile)
+    groups: t.Sequence[tuple[str, t.Any, str, t.Mapping[str, t.Any]]] = ()
+    # '<engine>-<version>' -> the captured --help of that engine build (engine_help/)
+    engine_help: t.Mapping[str, str] | None = None  # None: not loaded (the flags are not checked)
+    _help: dict[str, t.Any] = dataclasses.field(default_factory=dict)
+
+    def help_index(self, engine: str, version: str) -> t.Any:
+        """The parsed --help of an engine build (flagcheck.parse_help, once per build)."""
+        from ansible_collections.llmfleet.cluster.plugins.module_utils import flagcheck  # pure
+        key = f"{engine}-{version}"
+        if key not in self._help:
+            self._help[key] = flagcheck.parse_help(self.engine_help[key])
+        return self._help[key]
 
     def variants_for(self, host: str) -> t.Mapping[str, t.Any] | None:
         """The variant files the host's plan chooses from: its llmfleet_variants_dir's, else the shipped
@@ -496,6 +509,290 @@ def rule_engine_patches(ctx: GateContext) -> t.Iterator[Finding]:
                               "extend the patch (roles/engine_patches/README.md)", (host,), "python_env_variant_name", name)
 
 
+# --------------------------------------------------------------------------- the plan of each serving group
+# The rules below check what the plan of a serving group makes checkable on the controller: they call
+# the plan's own functions (module_utils/platforms, planner, profiles, flagcheck, memfit) on each group
+# of llmfleet_serve_groups (else the cluster's one group), with its profile resolved like the serve
+# role resolves it (shipped or llmfleet_serve_profiles_extra).
+EXTRAS_VAR = "llmfleet_serve_profiles_extra"
+# Values every rank of a serving group opens or dials alike: with the Ray backend the head's paths are
+# used on every node (Ray starts the workers with them); with mp/native each rank renders its own, and
+# a rank whose model, venv, libraries or rendezvous port differ fails to load or to meet its peers.
+GROUP_SAME: dict[str, str] = {
+    "common_prefix": "the prefix of the venvs, models and libraries",
+    "models_dir": "where the weights are put on each node",
+    "serve_models_dir": "the model path the ranks open",
+    "serve_venv": "the engine venv the ranks run",
+    "serve_lib_dir": "the launcher the ranks run",
+    "ray_node_venv": "the Python of the Ray workers",
+    "nccl_prefix": "the NCCL library the ranks load",
+    "serve_master_port": "the rendezvous port the ranks meet on",
+}
+# Address and network values, each parsed: (variable, what it holds, whether a network is allowed).
+NETWORK_VARS: tuple[tuple[str, str, bool], ...] = (
+    ("serve_allow", "the networks admitted to the OpenAI API port", True),
+    ("serve_allow_extra", "the networks added to the API allow-list", True),
+    ("serve_host", "the API bind address", False),
+)
+
+
+def _group_hosts_text(hosts: t.Sequence[str]) -> str:
+    return _names(hosts)
+
+
+def _platform(ctx: GateContext, host: str, device: str = "gpu") -> str | None:
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms  # pure
+    names = [g for g, members in ctx.inv.groups.items() if host in (members or [])]
+    arch = ctx.set_value(host, "llmfleet_gpu_arch")
+    return platforms.platform_of(names, arch if isinstance(arch, str) else None, device)
+
+
+def _gpus(ctx: GateContext, host: str) -> int | None:
+    nums = _numbers(ctx.value(host, "llmfleet_gpus_per_node"))
+    if ctx.value(host, "llmfleet_gpus_per_node") is UNSET:
+        return 1
+    return nums[0] if nums and len(nums) == 1 and nums[0] >= 1 else None
+
+
+def _device(profile: t.Any) -> str:
+    return profile.get("device", "gpu") if isinstance(profile, t.Mapping) else "gpu"
+
+
+def rule_platform(ctx: GateContext) -> t.Iterator[Finding]:
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms  # pure
+    devices = {h: _device(p) for _c, g, _n, p in ctx.groups for h in g.hosts}
+    for host in ctx.inv.members:
+        name = _platform(ctx, host, devices.get(host, "gpu"))
+        facts = platforms.PLATFORMS.get(name or "", {})
+        most, gpus = facts.get("gpus_per_node"), _gpus(ctx, host)
+        if most and gpus and gpus > most:
+            yield Finding(host, f"llmfleet_gpus_per_node {gpus}, but a {facts['title']} ({name}) has {most} "
+                          f"GPU{'s' if most != 1 else ''} per node (platform facts: module_utils/platforms.py)",
+                          f"set llmfleet_gpus_per_node: {most} or fewer, or put the host in its platform group",
+                          (host,), "llmfleet_gpus_per_node", gpus)
+
+
+def _sizes(ctx: GateContext, head: str, profile: t.Mapping[str, t.Any]) -> tuple[t.Any, t.Any, dict[str, t.Any]]:
+    """(TP, PP, overrides) of a group as the serve role takes them: the inventory's sizes over the profile's."""
+    overrides = {}
+    for key in ("tensor_parallel_size", "pipeline_parallel_size"):
+        nums = _numbers(ctx.set_value(head, f"llmfleet_{key}"))
+        if nums and len(nums) == 1:
+            overrides[key] = nums[0]
+    return (overrides.get("tensor_parallel_size") or profile.get("tensor_parallel_size"),
+            overrides.get("pipeline_parallel_size") or profile.get("pipeline_parallel_size"), overrides)
+
+
+def _layout_nodes(ctx: GateContext, hosts: t.Sequence[str], device: str) -> tuple[list[dict[str, t.Any]], dict[str, str]]:
+    """The planner's view of a group's nodes (platform transport) and why each socket node is one."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms  # pure
+    nodes, why = [], {}
+    for host in hosts:
+        name = _platform(ctx, host, device)
+        declared = ctx.set_value(host, "fabric_transport")
+        transport = platforms.transport(name, declared)
+        if transport != "roce":
+            why[host] = (f"fabric_transport: {declared}" if declared in ("roce", "socket")
+                         else f"{platforms.PLATFORMS[name]['title']} has no RoCE" if name else "no platform group")
+        nodes.append({"name": host, "gpu_arch": ctx.set_value(host, "llmfleet_gpu_arch"),
+                      "gpus_per_node": _gpus(ctx, host) or 1, "transport": transport})
+    return nodes, why
+
+
+def group_layout(ctx: GateContext, group: t.Any, profile: t.Mapping[str, t.Any]) -> t.Any:
+    """planner.plan() of the group (a dict), or the PlanError that stops it."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import planner  # pure
+    nodes, _why = _layout_nodes(ctx, group.hosts, _device(profile))
+    try:
+        return planner.plan(profile, nodes, _sizes(ctx, group.hosts[0], profile)[2])
+    except planner.PlanError as exc:
+        return exc
+
+
+def rule_tp_transport(ctx: GateContext) -> t.Iterator[Finding]:
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import planner  # pure
+    for cluster, group, name, profile in ctx.groups:
+        if _device(profile) == "cpu" or len(group.hosts) < 2:
+            continue  # gloo over TCP (the CPU build) has no transport rule; one node has no fabric in between
+        tp, pp, overrides = _sizes(ctx, group.hosts[0], profile)
+        nodes, why = _layout_nodes(ctx, group.hosts, _device(profile))
+        total = sum(n["gpus_per_node"] for n in nodes)
+        if not (isinstance(tp, int) and isinstance(pp, int)) or tp * pp != total:
+            continue  # open sizes are filled in by the planner; a wrong product is the parallelism check's
+        try:
+            planner.plan(profile, nodes, overrides)
+        except planner.PlanError as exc:
+            var = "llmfleet_tensor_parallel_size" if "tensor_parallel_size" in overrides else group.profile_var
+            slow = ", ".join(f"{h} ({w})" for h, w in why.items())
+            yield Finding(_names(group.hosts), f"TP {tp} of {group.label(cluster)} spans its nodes, but "
+                          f"{slow or 'the nodes mix GPU archs'}: {exc}",
+                          f"set the sizes in {var}, or serve TP across nodes that all have RoCE",
+                          tuple(group.hosts), var, tp)
+
+
+def _node_memory(ctx: GateContext, hosts: t.Sequence[str], device: str) -> float | None:
+    """The memory one node of the group offers (the smallest): serve_memory_fit_node_memory_gib, else the
+    unified pool of its platform; None where it cannot be told before the hosts are read."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms  # pure
+    sizes = []
+    for host in hosts:
+        declared = ctx.set_value(host, "serve_memory_fit_node_memory_gib")
+        if isinstance(declared, (int, float)) and not isinstance(declared, bool):
+            sizes.append(float(declared))
+            continue
+        facts = platforms.PLATFORMS.get(_platform(ctx, host, device) or "", {})
+        if not (facts.get("unified_memory") and facts.get("memory_gib")):
+            return None
+        sizes.append(float(facts["memory_gib"]))
+    return min(sizes) if sizes else None
+
+
+def rule_memory_fit(ctx: GateContext) -> t.Iterator[Finding]:
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import memfit  # pure
+    for cluster, group, name, profile in ctx.groups:
+        head = group.hosts[0]
+        if ctx.value(head, "serve_memory_fit") in (False, "false", "no"):
+            continue
+        memory = _node_memory(ctx, group.hosts, _device(profile))
+        config = ctx.set_value(head, "serve_memory_fit_model_config")
+        if memory is None or (not isinstance(config, t.Mapping) and not profile.get("model_facts")):
+            continue  # the serve role reads the node's memory and config.json instead
+        layout = group_layout(ctx, group, profile)
+        if not isinstance(layout, t.Mapping):
+            continue  # the layout's own finding
+        cpu = _device(profile) == "cpu"
+        knobs = {}
+        for knob, gpu_default, cpu_default in (("host_reserved_gib", 12.0, 2.0), ("host_floor_gib", 6.0, 1.0),
+                                               ("host_warn_gib", 10.0, 2.0), ("activation_gib", 2.0, 1.5)):
+            value = ctx.set_value(head, f"serve_memory_fit_{knob}")
+            knobs[knob] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else (
+                cpu_default if cpu else gpu_default)
+        env = ctx.set_value(head, "serve_env")
+        concurrency = _numbers(ctx.set_value(head, "serve_memory_fit_concurrency"))
+        try:
+            fit = memfit.profile_fit(profile, layout, memory, config if isinstance(config, t.Mapping) else None,
+                                     _sizes(ctx, head, profile)[2], concurrency[0] if concurrency else 1,
+                                     env if isinstance(env, t.Mapping) else {}, **knobs)
+        except (memfit.MemFitError, ValueError, TypeError) as exc:
+            yield Finding(_names(group.hosts), f"the memory fit of profile '{name}' cannot be computed: {exc}",
+                          f"fix the profile's model_facts ({EXTRAS_VAR} or profiles/{name}.yml)",
+                          tuple(group.hosts), group.profile_var, name, severity="warn")
+            continue
+        if fit.get("verdict") == "refuse":
+            source = "serve_memory_fit_node_memory_gib" if isinstance(
+                ctx.set_value(head, "serve_memory_fit_node_memory_gib"), (int, float)) else "the platform's memory"
+            yield Finding(_names(group.hosts), f"profile '{name}' does not fit {group.label(cluster)} "
+                          f"({memory:g} GiB per node, {source}; TP {layout['tensor_parallel_size']} x PP "
+                          f"{layout['pipeline_parallel_size']}): " + "; ".join(fit.get("reasons") or []),
+                          "serve a smaller or more quantised model, spread it over more nodes (pipeline_parallel_size), "
+                          "or lower --max-model-len / the utilisation", tuple(group.hosts),
+                          EXTRAS_VAR if name in (ctx.set_value(head, EXTRAS_VAR) or {}) else group.profile_var, name)
+
+
+def _engine_version(ctx: GateContext, host: str, engine: str) -> str | None:
+    """The engine version the host's python_env variant pins (its local label, e.g. +cpu, dropped)."""
+    name = variant_name(ctx, host)
+    variant = (ctx.variants_for(host) or {}).get(name) if isinstance(name, str) else None
+    version = pinned_version(variant, engine) if isinstance(variant, t.Mapping) else None
+    return version.split("+", 1)[0] if version else None
+
+
+def _profile_origin(ctx: GateContext, head: str, group: t.Any, name: str) -> str:
+    extras = ctx.set_value(head, EXTRAS_VAR)
+    return EXTRAS_VAR if isinstance(extras, t.Mapping) and name in extras else group.profile_var
+
+
+def rule_engine_flags(ctx: GateContext) -> t.Iterator[Finding]:
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import flagcheck, profiles  # pure
+    if ctx.engine_help is None:
+        return
+    for cluster, group, name, profile in ctx.groups:
+        head = group.hosts[0]
+        engine = profile.get("engine")
+        version = _engine_version(ctx, head, engine)
+        origin = _profile_origin(ctx, head, group, name)
+        if version is None:
+            continue  # no variant to read the version from: the engine_variant rule says why
+        help_text = ctx.engine_help.get(f"{engine}-{version}")
+        if help_text is None:
+            yield Finding(_names(group.hosts), f"no captured --help of {engine} {version} (engine_help/): the flags of "
+                          f"profile '{name}' are checked on the node, after the install", f"capture it into "
+                          f"engine_help/{engine}-{version}.txt (see the other captures' headers)", tuple(group.hosts),
+                          origin, name, severity="warn")
+            continue
+        layout = group_layout(ctx, group, profile)
+        plan = layout if isinstance(layout, t.Mapping) else {}
+        structural = {k: plan[k] for k in profiles.STRUCTURAL_OVERRIDES if plan.get(k) is not None}
+        structural.update(_sizes(ctx, head, profile)[2])
+        errors: list[str] = []
+        ranks = range(len(group.hosts)) if profile.get("backend") != "ray" else range(1)
+        for rank in ranks:
+            try:
+                argv = profiles.render_command(
+                    profile, engine_version=version, overrides=structural, node_rank=rank, nnodes=len(group.hosts),
+                    master_addr=str(ctx.set_value(head, "llmfleet_fabric_ip")), master_port=29501,
+                    launcher="/opt/llmfleet/lib/llmfleet_sglang_launch.py" if engine == "sglang" else None)
+            except profiles.ProfileError as exc:
+                errors.append(str(exc))
+                break
+            result = flagcheck.check_argv(argv, ctx.help_index(engine, version), engine, version, profile)
+            errors += [e for e in result["errors"] if e not in errors]
+        if errors:
+            yield Finding(_names(group.hosts), f"{engine} {version} (the release's pinned engine) would refuse "
+                          f"profile '{name}' of {group.label(cluster)}: {'; '.join(errors)}",
+                          f"fix the flag in {origin if origin == EXTRAS_VAR else 'the profile'}['{name}'].args (the "
+                          f"flags {engine} {version} takes: engine_help/{engine}-{version}.txt)",
+                          tuple(group.hosts), origin, name)
+
+
+def rule_group_values(ctx: GateContext) -> t.Iterator[Finding]:
+    for cluster, group, _name, _profile in ctx.groups:
+        for var, what in GROUP_SAME.items():
+            values = {h: ctx.value(h, var) for h in group.hosts}
+            shown = {h: ("<role default>" if v is UNSET else str(v)) for h, v in values.items()}
+            by_value: dict[str, list[str]] = {}
+            for h, v in shown.items():
+                by_value.setdefault(v, []).append(h)
+            if len(by_value) < 2:
+                continue
+            usual = max(by_value.values(), key=len)
+            odd = tuple(h for h in group.hosts if h not in usual)
+            yield Finding(_names(odd), f"{var} differs across {group.label(cluster)} ("
+                          + ", ".join(f"{h}={v}" for h, v in shown.items()) + f"): it is {what}, and every rank "
+                          "must find it at the same place", f"set one {var} for the serving group (group_vars)",
+                          odd, var, {h: v for h, v in shown.items()})
+
+
+def rule_networks(ctx: GateContext) -> t.Iterator[Finding]:
+    for host in ctx.inv.sort(ctx.inv.hostvars):
+        for var, what, network in NETWORK_VARS:
+            value = ctx.set_value(host, var)
+            if value in (UNSET, None, ""):
+                continue
+            items = value if isinstance(value, list) else [value] if network is False or isinstance(value, str) else None
+            if items is None:
+                continue  # not a list: the role_args rule says so
+            for item in items:
+                problem = _address_problem(item, network)
+                if problem:
+                    yield Finding(host, f"{var} holds {_show(item)}, which {problem}: it is {what}",
+                                  f"write each entry as an IPv4 address{' or CIDR (e.g. 10.0.0.0/24)' if network else ''}",
+                                  (host,), var, item)
+
+
+def _address_problem(item: t.Any, network: bool) -> str:
+    """Why `item` is not an IPv4 address (or network, where allowed), '' when it is."""
+    if not isinstance(item, str):
+        return "is not a string"
+    try:
+        parsed = ipaddress.ip_network(item.strip(), strict=False) if network else ipaddress.ip_address(item.strip())
+    except ValueError as exc:
+        return f"does not parse ({exc})"
+    if parsed.version != 4:
+        return "is IPv6 (the firewall tables are IPv4)"
+    return ""
+
+
 RULES: tuple[Rule, ...] = (
     Rule("role_args", "role argument specs",
          "every variable the inventory sets for a role is checked against that role's meta/argument_specs.yml "
@@ -531,4 +828,26 @@ RULES: tuple[Rule, ...] = (
     Rule("engine_patches", "engine patches cover the pinned engine",
          "a variant whose pinned engine version needs a shipped source patch on the host's arch (the patch's "
          "needed_for) is inside the versions the patch was written for (version_spec)", rule_engine_patches),
+    Rule("platform", "GPUs per node within the platform's",
+         "llmfleet_gpus_per_node is at most the GPUs of the host's platform (module_utils/platforms.py: gb10 1, "
+         "thor 1, hopper 8; the platform group, else the GPU arch)", rule_platform),
+    Rule("tp_transport", "tensor parallelism across nodes only over RoCE",
+         "a serving group whose TP spans its nodes has RoCE on every node (the platform's, or fabric_transport) and "
+         "one GPU arch: the planner's rule (module_utils/planner.py), with the transport the platforms imply",
+         rule_tp_transport),
+    Rule("memory_fit", "the model fits its serving nodes",
+         "weights + KV cache + activations per node of each serving group fit the platform's unified memory (or "
+         "serve_memory_fit_node_memory_gib) with the host's floor left (module_utils/memfit.py, from the profile's "
+         "model_facts or serve_memory_fit_model_config)", rule_memory_fit),
+    Rule("engine_flags", "profile flags known to the pinned engine",
+         "each serving group's command, rendered from its resolved profile (shipped or llmfleet_serve_profiles_extra), "
+         "against the captured --help of the engine version its variant pins (engine_help/): unknown or ambiguous "
+         "flags, missing values, values outside the engine's choices and ranges (flagcheck.VALUE_RANGES)",
+         rule_engine_flags),
+    Rule("group_values", "one path and port per serving group",
+         "the paths the ranks open (prefix, models, venvs, launcher, NCCL) and the rendezvous port are the same "
+         "on every node of a serving group (table GROUP_SAME)", rule_group_values),
+    Rule("networks", "addresses and networks parse",
+         "serve_allow and serve_allow_extra entries are IPv4 addresses or CIDRs, serve_host an IPv4 address "
+         "(table NETWORK_VARS)", rule_networks),
 )

@@ -16,6 +16,7 @@ unit tests feed it plain dicts.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 import typing as t
@@ -49,6 +50,7 @@ HEAD, WORKERS, SERVE = "ray_head", "ray_workers", "serve_nodes"
 FABRIC_FIX = "give each host its own data-plane IPv4 (the QSFP address)"
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 EXTRAS_VAR = "llmfleet_serve_profiles_extra"
+GROUPS_VAR = "llmfleet_serve_groups"
 # Variables the checks need as values: a template that cannot be evaluated on the controller is a
 # finding of the check that owns the variable (and the variable counts as unset elsewhere).
 CORE_VARS: dict[str, str] = {
@@ -124,6 +126,8 @@ class _Inventory:
         self.cluster_findings: list[Finding] = []
         self.cluster = {h: self._cluster_of(h) for h in self.members}
         self.clusters = list(dict.fromkeys(self.cluster[h] for h in self.members))
+        self.group_findings: list[Finding] = []
+        self._groups: dict[str, list[ServingGroup]] = {}
 
     def members_of(self, group: str) -> list[str]:
         return self.sort(self.groups.get(group) or [])
@@ -155,12 +159,63 @@ class _Inventory:
     def in_cluster(self, hosts: t.Iterable[str], cluster: str) -> list[str]:
         return [h for h in hosts if self.cluster.get(h) == cluster]
 
-    def serving_group(self, cluster: str) -> tuple[str, list[str]]:
-        """(how it was chosen, hosts): serve_nodes of the cluster if any, else its Ray nodes."""
-        serve = self.in_cluster(self.serve, cluster)
-        if serve:
-            return SERVE, serve
-        return f"{HEAD} + {WORKERS}", self.in_cluster(self.ray_nodes, cluster)
+    def serving_groups(self, cluster: str) -> list[ServingGroup]:
+        """The cluster's serving groups, as the plan makes them (module_utils/serve_groups.members over
+        topology.serving_group): every group of llmfleet_serve_groups, else the one default group
+        (serve_nodes of the cluster if any, else its Ray nodes). A spec the plan refuses is a finding
+        (self.group_findings) and leaves the default group."""
+        if cluster not in self._groups:
+            self._groups[cluster] = self._plan_groups(cluster)
+        return self._groups[cluster]
+
+    def _plan_groups(self, cluster: str) -> list[ServingGroup]:
+        hosts = self.in_cluster(self.members, cluster)
+        view = {h: {"llmfleet_cluster": self.cluster.get(h)} for h in self.order}
+        default = _topology.serving_group(self.groups, view, cluster)
+        how = SERVE if self.in_cluster(self.serve, cluster) else f"{HEAD} + {WORKERS}"
+        head = next(iter(self.in_cluster(self.head, cluster) or hosts), None)
+        spec = self.var(head, GROUPS_VAR) if head else UNSET
+        if spec in (UNSET, None, {}, ""):
+            return [ServingGroup(None, how, default, "llmfleet_serve_profile", self.var(head, "llmfleet_serve_profile")
+                                 if head else UNSET)]
+        cluster_hosts = [h for h in self.order if self.cluster.get(h, self._cluster_of_any(h)) == cluster]
+        try:
+            members = _serve_groups.members(spec, cluster_hosts, self.groups, default)
+        except _serve_groups.ServeGroupError as exc:
+            self.group_findings.append(Finding(
+                f"cluster '{cluster}'", f"{GROUPS_VAR} is refused by the plan: {exc}",
+                "give each group hosts (a list) or group (an inventory group) of this cluster, each host in one group",
+                tuple(hosts), GROUPS_VAR, spec))
+            return [ServingGroup(None, how, default, "llmfleet_serve_profile", self.var(head, "llmfleet_serve_profile"))]
+        out = []
+        for name, group_hosts in sorted(members.items()):
+            entry = spec.get(name) or {}
+            profile = entry.get("profile") or self.var(head, "llmfleet_serve_profile")
+            where = f"{GROUPS_VAR}.{name}.profile" if entry.get("profile") else "llmfleet_serve_profile"
+            out.append(ServingGroup(name, f"{GROUPS_VAR}.{name}", group_hosts, where, profile))
+        return out
+
+    def _cluster_of_any(self, host: str) -> str:
+        """The cluster of a host outside the Ray groups (its llmfleet_cluster, unchecked)."""
+        value = self.var(host, "llmfleet_cluster")
+        return value if isinstance(value, str) and value else DEFAULT_CLUSTER
+
+
+@dataclasses.dataclass
+class ServingGroup:
+    """One serving group of a cluster as the gate checks it."""
+
+    name: str | None  # the key in llmfleet_serve_groups; None for the single default group
+    how: str  # how its hosts were chosen, for messages: serve_nodes, ray_head + ray_workers, llmfleet_serve_groups.x
+    hosts: list[str]
+    profile_var: str  # the variable that names its profile
+    profile: t.Any  # the profile name (UNSET when none)
+
+    def label(self, cluster: str) -> str:
+        """'the serving group of cluster 'lab' (serve_nodes)' / 'serving group thors of cluster 'sim''."""
+        if self.name is None:
+            return f"the serving group of cluster '{cluster}' ({self.how})"
+        return f"serving group {self.name} of cluster '{cluster}' ({self.how})"
 
 
 # --------------------------------------------------------------------------- checks
@@ -441,28 +496,98 @@ def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None
             tuple(hosts), "llmfleet_serve_profile", name, severity="warn"))
     details = []
     for cluster in inv.clusters:
-        how, hosts = inv.serving_group(cluster)
-        for name in ("llmfleet_engine", "llmfleet_serve_profile"):
-            values = _group_values(inv, hosts, name)
-            if _differs(values):
-                res.findings.append(Finding(
-                    _names(hosts), f"{name} differs across the serving group of cluster '{cluster}' ({how}): "
-                    f"{_render_values(values)}",
-                    "a serving group runs one engine and one profile: set it once for the group (group_vars)",
-                    tuple(hosts), name, {h: _jsonable(v) for h, v in values.items()}))
-        engines_set = {_canon(v) for v in _group_values(inv, hosts, "llmfleet_engine").values() if v is not UNSET}
-        profile, _profile_data = _resolve_profile(inv, hosts, profiles)
-        part = f"{cluster}: engine {next(iter(engines_set)) if len(engines_set) == 1 else 'not set'}"
-        details.append(part + (f", profile '{profile}'" if profile else ", no profile"))
+        res.findings += [f for f in inv.group_findings if f.subject == f"cluster '{cluster}'"]
+        for group in inv.serving_groups(cluster):
+            hosts = group.hosts
+            if group.name is not None:
+                res.findings += _check_group_profile(inv, cluster, group, profiles)
+                details.append(f"{cluster}/{group.name}: profile '{group.profile}'")
+                continue
+            for name in ("llmfleet_engine", "llmfleet_serve_profile"):
+                values = _group_values(inv, hosts, name)
+                if _differs(values):
+                    res.findings.append(Finding(
+                        _names(hosts), f"{name} differs across {group.label(cluster)}: {_render_values(values)}",
+                        "a serving group runs one engine and one profile: set it once for the group (group_vars)",
+                        tuple(hosts), name, {h: _jsonable(v) for h, v in values.items()}))
+            engines_set = {_canon(v) for v in _group_values(inv, hosts, "llmfleet_engine").values() if v is not UNSET}
+            profile, _profile_data = _resolve_profile(inv, hosts, profiles)
+            part = f"{cluster}: engine {next(iter(engines_set)) if len(engines_set) == 1 else 'not set'}"
+            details.append(part + (f", profile '{profile}'" if profile else ", no profile"))
+        res.findings += _check_group_plan(inv, cluster, profiles)
     res.details = "; ".join(details)
     return res
+
+
+def group_profile(inv: _Inventory, group: ServingGroup,
+                  profiles: t.Mapping[str, t.Any] | None) -> tuple[str | None, t.Mapping[str, t.Any] | None]:
+    """The group's profile name and its resolved data (None where it does not resolve): a group of
+    llmfleet_serve_groups resolves its profile exactly like the default group's (shipped or inventory)."""
+    if group.name is None:
+        return _resolve_profile(inv, group.hosts, profiles)
+    if not isinstance(group.profile, str) or profiles is None:
+        return None, None
+    extras = inv.var(group.hosts[0], EXTRAS_VAR)
+    return group.profile, resolve_extra(profiles, extras if isinstance(extras, t.Mapping) else {}, group.profile)[0]
+
+
+def _check_group_profile(inv: _Inventory, cluster: str, group: ServingGroup,
+                         profiles: t.Mapping[str, t.Any] | None) -> list[Finding]:
+    """A named group's profile: set, a name, and resolvable (shipped or llmfleet_serve_profiles_extra)."""
+    hosts = tuple(group.hosts)
+    if group.profile in (UNSET, None, ""):
+        return [Finding(_names(hosts), f"{group.label(cluster)} has no profile",
+                        f"set profile in {GROUPS_VAR}.{group.name}, or llmfleet_serve_profile", hosts,
+                        group.profile_var, None)]
+    if not isinstance(group.profile, str) or not PROFILE_NAME_RE.match(group.profile):
+        return [Finding(_names(hosts), f"{group.profile_var} {_show(group.profile)} is not a profile name",
+                        "use the file name of a profile under profiles/ without '.yml'", hosts,
+                        group.profile_var, group.profile)]
+    if profiles is None:
+        return []
+    extras = inv.var(group.hosts[0], EXTRAS_VAR)
+    _data, error = resolve_extra(profiles, extras if isinstance(extras, t.Mapping) else {}, group.profile)
+    if not error:
+        return []
+    return [Finding(_names(hosts), f"{group.profile_var} '{group.profile}' of {group.label(cluster)} does not "
+                    f"resolve: {error}", f"name a profile under profiles/ or in {EXTRAS_VAR}, and fix its fields",
+                    hosts, group.profile_var, group.profile)]
+
+
+def _check_group_plan(inv: _Inventory, cluster: str, profiles: t.Mapping[str, t.Any] | None) -> list[Finding]:
+    """The cluster's serving groups through the plan's own function (module_utils/serve_groups.plan):
+    engine, port, unit and release of each group, once every group's profile resolves."""
+    groups = inv.serving_groups(cluster)
+    if all(g.name is None for g in groups) or profiles is None:
+        return []
+    resolved = {}
+    for group in groups:
+        name, data = group_profile(inv, group, profiles)
+        if data is None:
+            return []  # its profile is a finding of its own
+        resolved[name] = data
+    head = groups[0].hosts[0]
+    defaults = {"profile": inv.var(head, "llmfleet_serve_profile"), "port": inv.var(head, "serve_port"),
+                "release": inv.var(head, "llmfleet_release")}
+    defaults = {k: (None if v is UNSET else v) for k, v in defaults.items()}
+    cluster_hosts = [h for h in inv.order if inv.cluster.get(h, inv._cluster_of_any(h)) == cluster]
+    view = {h: {"llmfleet_cluster": inv.cluster.get(h)} for h in inv.order}
+    try:
+        _serve_groups.plan(inv.var(head, GROUPS_VAR), cluster_hosts, inv.groups,
+                           _topology.serving_group(inv.groups, view, cluster), resolved, defaults)
+    except _serve_groups.ServeGroupError as exc:
+        hosts = tuple(h for g in groups for h in g.hosts)
+        return [Finding(f"cluster '{cluster}'", f"{GROUPS_VAR} is refused by the plan: {exc}",
+                        "fix the group's keys as the message says (docs/serving-groups.md)", hosts, GROUPS_VAR,
+                        inv.var(head, GROUPS_VAR))]
+    return []
 
 
 def check_parallelism(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -> CheckResult:
     res = CheckResult("parallelism", CHECKS["parallelism"])
     details = []
-    for cluster in inv.clusters:
-        how, hosts = inv.serving_group(cluster)
+    for cluster, group in ((c, g) for c in inv.clusters for g in inv.serving_groups(c)):
+        how, hosts = group.how, group.hosts
         if not hosts:
             continue
         gpus, bad = 0, False
@@ -477,7 +602,7 @@ def check_parallelism(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -
                     "llmfleet_gpus_per_node", value))
             else:
                 gpus += n
-        profile_name, profile = _resolve_profile(inv, hosts, profiles)
+        profile_name, profile = group_profile(inv, group, profiles)
         sizes: dict[str, tuple[int, str]] = {}
         for short, var, key in (("TP", "llmfleet_tensor_parallel_size", "tensor_parallel_size"),
                                 ("PP", "llmfleet_pipeline_parallel_size", "pipeline_parallel_size")):
@@ -487,7 +612,7 @@ def check_parallelism(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -
                 if _differs(values):
                     bad = True
                     res.findings.append(Finding(
-                        _names(hosts), f"{var} differs across the serving group of cluster '{cluster}' ({how}): "
+                        _names(hosts), f"{var} differs across {group.label(cluster)}: "
                         f"{_render_values(values)}", "set it once for the serving group (group_vars)",
                         tuple(hosts), var, {h: _jsonable(v) for h, v in values.items()}))
                     continue
@@ -511,8 +636,9 @@ def check_parallelism(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -
                 sizes[short] = (n, f"profile '{profile_name}' {key}")
         if bad:
             continue
+        where = cluster if group.name is None else f"{cluster}/{group.name}"
         if not sizes:
-            details.append(f"{cluster}: no TP/PP declared, {gpus} GPU{'s' if gpus != 1 else ''}")
+            details.append(f"{where}: no TP/PP declared, {gpus} GPU{'s' if gpus != 1 else ''}")
             continue
         tp, tp_src = sizes.get("TP", (1, "default"))
         pp, pp_src = sizes.get("PP", (1, "default"))
@@ -521,7 +647,7 @@ def check_parallelism(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -
             per_node_text = ("1 per node" if all(v is UNSET or v is None for v in per_node.values())
                              else "llmfleet_gpus_per_node " + _render_values(per_node))
             res.findings.append(Finding(
-                f"cluster '{cluster}'",
+                f"cluster '{cluster}'" if group.name is None else f"cluster '{cluster}' group {group.name}",
                 f"TP {tp} ({tp_src}) x PP {pp} ({pp_src}) = {tp * pp} GPU{'s' if tp * pp != 1 else ''}, but the "
                 f"serving group ({how}: {_names(hosts)}) has {gpus} ({per_node_text})",
                 f"make TP x PP = {gpus} (llmfleet_tensor_parallel_size / llmfleet_pipeline_parallel_size"
@@ -529,7 +655,7 @@ def check_parallelism(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -
                 f"({SERVE} / llmfleet_gpus_per_node) to {tp * pp} GPUs",
                 tuple(hosts), "llmfleet_tensor_parallel_size", {"tp": tp, "pp": pp, "gpus": gpus}))
         else:
-            details.append(f"{cluster}: TP {tp} x PP {pp} = {gpus} GPU{'s' if gpus != 1 else ''} on {_names(hosts)}")
+            details.append(f"{where}: TP {tp} x PP {pp} = {gpus} GPU{'s' if gpus != 1 else ''} on {_names(hosts)}")
     res.details = "; ".join(details)
     return res
 
@@ -538,8 +664,8 @@ def check_versions(inv: _Inventory) -> CheckResult:
     res = CheckResult("versions", CHECKS["versions"])
     fix = "pin one value for the whole serving group (group_vars), not per host"
     details = []
-    for cluster in inv.clusters:
-        how, hosts = inv.serving_group(cluster)
+    for cluster, group in ((c, g) for c in inv.clusters for g in inv.serving_groups(c)):
+        how, hosts = group.how, group.hosts
         names = sorted({n for h in hosts for n in (inv.hostvars.get(h) or {}) if is_pin_var(n)})
         differing = 0
         for name in names:
@@ -556,18 +682,34 @@ def check_versions(inv: _Inventory) -> CheckResult:
                 usual = values[ranked[0][0]]
                 for odd in ranked[1:]:
                     res.findings.append(Finding(
-                        _names(odd), f"{name} {_show(values[odd[0]])} differs from {_show(usual)} on the rest of the "
-                        f"serving group of cluster '{cluster}' ({how}: {_names(ranked[0])})", fix,
+                        _names(odd), f"{name} {_show(values[odd[0]])} differs from {_show(usual)} on the rest of "
+                        f"{group.label(cluster)[:-1]}: {_names(ranked[0])})", fix,
                         tuple(odd), name, {h: _jsonable(values[h]) for h in hosts}))
             else:
                 res.findings.append(Finding(
-                    _names(hosts), f"{name} differs across the serving group of cluster '{cluster}' ({how}): "
+                    _names(hosts), f"{name} differs across {group.label(cluster)}: "
                     f"{_render_values(values)}", fix, tuple(hosts), name,
                     {h: _jsonable(v) for h, v in values.items()}))
         if not differing:
-            details.append(f"{cluster}: {len(names)} pinned var{'s' if len(names) != 1 else ''} on {_names(hosts)}")
+            details.append(f"{cluster if group.name is None else cluster + '/' + group.name}: {len(names)} pinned var{'s' if len(names) != 1 else ''} on {_names(hosts)}")
     res.details = "; ".join(details)
     return res
+
+
+def planned_groups(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -> list[tuple[str, ServingGroup, str, t.Any]]:
+    """(cluster, group, profile name, resolved profile) of every serving group whose profile resolves."""
+    out = []
+    for cluster in inv.clusters:
+        for group in inv.serving_groups(cluster):
+            name, _raw = group_profile(inv, group, profiles)
+            if not group.hosts or not isinstance(name, str) or profiles is None:
+                continue
+            # flattened and validated as the serve role reads it, shipped or inventory-defined alike
+            extras = inv.var(group.hosts[0], EXTRAS_VAR)
+            data = resolve_extra(profiles, extras if isinstance(extras, t.Mapping) else {}, name)[0]
+            if isinstance(data, t.Mapping) and data.get("engine"):
+                out.append((cluster, group, name, data))
+    return out
 
 
 def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.Mapping[str, t.Sequence[str]],
@@ -577,13 +719,15 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
                     role_specs: t.Mapping[str, t.Mapping[str, t.Any]] | None = None,
                     variants: t.Mapping[str, t.Any] | None = None,
                     patches: t.Mapping[str, t.Any] | None = None,
-                    variant_dirs: t.Mapping[str, t.Any] | None = None) -> Report:
+                    variant_dirs: t.Mapping[str, t.Any] | None = None,
+                    engine_help: t.Mapping[str, str] | None = None) -> Report:
     """Run every controller-side check; nothing here touches a host or the disk.
 
     ``hostvars``: host -> its (templated) variables; at least the ``llmfleet_*`` ones and the pins.
     ``groups``: group -> hosts, as Ansible's ``groups`` (``all`` gives the report order).
     ``profiles``: profile name -> profile mapping (or :class:`ProfileError`); None if there is no
     profiles directory at all. ``profiles_location`` names that directory in messages.
+    ``engine_help``: '<engine>-<version>' -> that build's captured ``--help`` (engine_help/).
     """
     inv = _Inventory(hostvars, groups)
     checks = [
@@ -597,7 +741,7 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
     # the rule table (plugin_utils/gate_rules.py): role specs and cross-host rules
     ctx = gate_rules.GateContext(inv, role_specs or {}, variants,
                                  {h: p for h in inv.members if (p := resolve_full(inv, h, profiles)) is not None},
-                                 patches or {}, variant_dirs or {})
+                                 patches or {}, variant_dirs or {}, planned_groups(inv, profiles), engine_help)
     for rule in gate_rules.RULES:
         checks.append(CheckResult(rule.key, rule.title, list(rule.func(ctx))))
     unevaluated: dict[str, list[Finding]] = {c.key: [] for c in checks}

@@ -5,7 +5,7 @@ nodea (ray_head) and nodeb (ray_workers) are both this machine, GB10 with RoCE (
 tests/integration/memory_fit). The engine cannot run here: its venv is a real venv holding only
 an engine dist-info of the version under test (what the module reads the version from), and
 serve_help_command is a stand-in that prints the real `vllm serve --help=all` capture of vLLM
-0.32.0 (tests/unit/fixtures/engine_help/vllm-0.32.0.txt, from its 'usage:' line) and logs each run.
+0.32.0 (engine_help/vllm-0.32.0.txt, from its 'usage:' line) and logs each run.
 
 Run: .venv/bin/pytest tests/integration/serve_preflight -q
 """
@@ -50,7 +50,7 @@ def play(work: Path, case: str, extra: dict, *args: str) -> tuple[int, str, dict
     """The preflight with the flag check on, its cache and models under work/<case>."""
     base = work / case
     base.mkdir(exist_ok=True)
-    capture = FIXTURES / "engine_help" / "vllm-0.32.0.txt"
+    capture = ROOT / "engine_help" / "vllm-0.32.0.txt"
     help_argv = ["sh", "-c", f"echo ran >> {shlex.quote(str(base / 'help.log'))}; "
                              f"sed -n '/^usage:/,$p' {shlex.quote(str(capture))}"]
     variables = {"common_applied": True, "ansible_become": False, "serve_firewall": False,

@@ -3,7 +3,7 @@
 The pinned versions are read from the python_env variant files (roles/python_env/vars/variants/*.yml:
 ``<engine>==<version>`` in ``packages``, the local label such as ``+cpu`` dropped), so re-pinning a
 variant makes this test demand the capture of the new version. The captures are
-tests/unit/fixtures/engine_help/<engine>-<version>.txt, each with a header saying how it was captured.
+engine_help/<engine>-<version>.txt, each with a header saying how it was captured.
 A profile rank whose flag the pinned build does not accept fails, naming profile, flag and version.
 """
 import glob
@@ -18,7 +18,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils import flagcheck
 from ansible_collections.llmfleet.cluster.plugins.module_utils import profiles as _profiles
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-HELP_DIR = os.path.join(ROOT, "tests", "unit", "fixtures", "engine_help")
+HELP_DIR = os.path.join(ROOT, "engine_help")
 VARIANTS = os.path.join(ROOT, "roles", "python_env", "vars", "variants")
 # Pinned versions without a real capture yet, each with the reason (shown as a skip, never silent).
 UNCAPTURED: dict = {}  # e.g. {("sglang", "0.5.17"): "why it cannot be captured here"}

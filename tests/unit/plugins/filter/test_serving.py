@@ -15,7 +15,7 @@ FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures")
 
 
 def help_index(build):
-    with open(os.path.join(FIXTURES, "engine_help", build + ".txt"), encoding="utf-8") as handle:
+    with open(os.path.join(ROOT, "engine_help", build + ".txt"), encoding="utf-8") as handle:
         return handle.read()
 
 
@@ -167,7 +167,7 @@ def test_filters_through_ansible(tmp_path):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"),
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="default",
                ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_NOCOLOR="1")
-    help_file = os.path.join(FIXTURES, "engine_help", "vllm-0.20.0.txt")
+    help_file = os.path.join(ROOT, "engine_help", "vllm-0.20.0.txt")
     out = tmp_path / "out.json"
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
            str(tmp_path / "play.yml"), "-e", "out=%s" % out, "-e", "ansible_python_interpreter=%s" % sys.executable,

@@ -3,7 +3,7 @@
 The version is read for real: a venv made here (`python -m venv --without-pip`) holds an engine
 dist-info of the version under test, and the module's `<venv>/bin/python -c importlib.metadata...`
 reads it. The engine itself cannot run here (no vLLM/SGLang install), so its help command is a
-stand-in: `sh` printing a real `--help` capture (tests/unit/fixtures/engine_help/, from its
+stand-in: `sh` printing a real `--help` capture (engine_help/, from its
 'usage:' line, as the engine prints it), only when the environment the role gives it is there,
 and logging each run. The command lines are rendered by the serve role's own filter for the sim
 profiles.
@@ -21,8 +21,8 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils import flagcheck
 from ansible_collections.llmfleet.cluster.plugins.modules import engine_flags
 from uthelper import run_module
 
-HELP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        "fixtures", "engine_help")
+HELP_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))), "engine_help")  # the captures the controller gate ships
 ENV = {"VLLM_NO_USAGE_STATS": "1", "HOME": "/root"}  # roles/serve/defaults: serve_help_environment
 HOST = "spark1"
 
