@@ -793,6 +793,75 @@ def _address_problem(item: t.Any, network: bool) -> str:
     return ""
 
 
+# --------------------------------------------------------------------------- monitoring (issue 40)
+PREFLIGHT_MIN_DISK_GB = 50  # roles/preflight/defaults/main.yml
+def _monitoring_ports(ctx: GateContext, host: str, server: bool) -> dict[int, str]:
+    ports = {}
+    for name in (("monitoring_node_exporter_port", "monitoring_prometheus_port") if server
+                 else ("monitoring_node_exporter_port",)):
+        value = _numbers(ctx.value(host, name))
+        if value:
+            ports.setdefault(value[0], name)
+    return ports
+
+
+def rule_monitoring(ctx: GateContext) -> t.Iterator[Finding]:
+    """One Prometheus per cluster, on a host of that cluster; its and node exporter's ports free on the
+    node; the TSDB's size bound within the free disk the preflight asks for."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import monitoring  # pure
+
+    for cluster in ctx.inv.clusters:
+        hosts = ctx.cluster_hosts(cluster)
+        heads = [h for h in ctx.inv.head if h in hosts]
+        named = {h: ctx.value(h, "monitoring_server") for h in hosts}
+        servers = {h: (v if isinstance(v, str) and v else (heads[0] if heads else None)) for h, v in named.items()}
+        if len({s for s in servers.values() if s}) > 1:
+            yield Finding(_names(hosts), f"monitoring_server differs within cluster '{cluster}' ("
+                          + ", ".join(f"{h}={s}" for h, s in servers.items()) + "): one Prometheus scrapes a cluster",
+                          "set one monitoring_server for the cluster (group_vars)", tuple(hosts), "monitoring_server",
+                          sorted({s for s in servers.values() if s}))
+            continue
+        server = next((s for s in servers.values() if s), None)
+        if server is None:
+            continue
+        if server not in hosts:
+            where = (f"a host of cluster '{ctx.inv.cluster[server]}'" if server in ctx.inv.cluster
+                     else "not a node of any cluster in this inventory")
+            yield Finding(_names(hosts), f"monitoring_server '{server}' is {where}, not of cluster '{cluster}' "
+                          f"({', '.join(hosts)}): Prometheus runs on a node of the cluster it scrapes, behind its firewall",
+                          f"name one of {', '.join(hosts)} (default: the Ray head)", tuple(hosts), "monitoring_server", server)
+            continue
+        for host in hosts:
+            used = _ports_of(ctx, host)
+            low, high = _numbers(ctx.value(host, "ray_node_min_worker_port")), _numbers(ctx.value(host, "ray_node_max_worker_port"))
+            for port, name in sorted(_monitoring_ports(ctx, host, host == server).items()):
+                users = list(used.get(port, []))
+                if low and high and low[0] <= port <= high[0]:
+                    users.append(f"Ray workers (ray_node_min_worker_port..ray_node_max_worker_port = {low[0]}..{high[0]})")
+                if host == server and name == "monitoring_node_exporter_port" and \
+                        _numbers(ctx.value(host, "monitoring_prometheus_port")) == [port]:
+                    users.append("Prometheus (monitoring_prometheus_port)")
+                if users:
+                    yield Finding(host, f"{name} {port} is also used by {' and '.join(users)}",
+                                  "give each service on the node its own port", (host,), name, port)
+        size = ctx.value(server, "monitoring_retention_size")
+        if size is UNSET or isinstance(size, Unevaluated):
+            continue
+        try:
+            size_bytes = monitoring.retention_bytes(size)
+        except monitoring.MonitoringError as exc:
+            yield Finding(server, str(exc), "set monitoring_retention_size to e.g. 2GB", (server,),
+                          "monitoring_retention_size", size)
+            continue
+        # preflight's specs are per entry point (not loaded here): its default is roles/preflight/defaults/main.yml's
+        disk = _numbers(ctx.value(server, "preflight_min_disk_gb")) or [PREFLIGHT_MIN_DISK_GB]
+        if disk and size_bytes > disk[0] * 1024 ** 3:
+            yield Finding(server, f"monitoring_retention_size {_show(size)} does not fit the {disk[0]} GB of free disk "
+                          "the preflight asks of the node (preflight_min_disk_gb), which the TSDB shares with models "
+                          "and venvs", "lower monitoring_retention_size, or raise preflight_min_disk_gb to what the "
+                          "node has free", (server,), "monitoring_retention_size", size)
+
+
 RULES: tuple[Rule, ...] = (
     Rule("role_args", "role argument specs",
          "every variable the inventory sets for a role is checked against that role's meta/argument_specs.yml "
@@ -850,4 +919,8 @@ RULES: tuple[Rule, ...] = (
     Rule("networks", "addresses and networks parse",
          "serve_allow and serve_allow_extra entries are IPv4 addresses or CIDRs, serve_host an IPv4 address "
          "(table NETWORK_VARS)", rule_networks),
+    Rule("monitoring", "monitoring node, ports and retention",
+         "monitoring_server is one host of the cluster it scrapes (default its Ray head); node exporter's and "
+         "Prometheus' ports collide with no other service's port on a node nor Ray's worker port range; "
+         "monitoring_retention_size is a size Prometheus reads and fits preflight_min_disk_gb", rule_monitoring),
 )
