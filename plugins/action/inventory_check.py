@@ -68,7 +68,8 @@ def load_yaml_dir(directory: str, member: str | None = None) -> dict[str, t.Any]
                 continue
         try:
             with open(path, encoding="utf-8") as f:
-                out[name] = yaml.safe_load(f)
+                # libyaml's safe loader where PyYAML has it: the same data, ~10x faster over the role specs
+                out[name] = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # nosec B506
         except (OSError, ValueError, getattr(yaml, "YAMLError", ValueError)) as exc:
             out[name] = ProfileError(name, to_native(exc).splitlines()[0])
     return out

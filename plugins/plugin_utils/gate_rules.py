@@ -99,6 +99,27 @@ class GateContext:
     engine_help: t.Mapping[str, str] | None = None  # None: not loaded (the flags are not checked)
     _help: dict[str, t.Any] = dataclasses.field(default_factory=dict)
 
+    def planned(self, host: str) -> tuple[str, t.Any, str, t.Mapping[str, t.Any]] | None:
+        """The group of llmfleet_serve_groups the host serves in, as ctx.groups holds it (None outside one):
+        such a group's profile decides the engine, device and release (module_utils/serve_groups.plan)."""
+        return next((g for g in self.groups if g[1].name is not None and host in g[1].hosts), None)
+
+    def profile_of(self, host: str) -> t.Any:
+        """The resolved profile the host serves: its group's, else its llmfleet_serve_profile's."""
+        planned = self.planned(host)
+        return planned[3] if planned else self.resolved_profiles.get(host)
+
+    def engine_of(self, host: str) -> t.Any:
+        planned = self.planned(host)
+        return planned[3].get("engine") if planned else self.set_value(host, "llmfleet_engine")
+
+    def release_of(self, host: str) -> tuple[t.Any, str]:
+        """(the release the host installs, the variable that names it)."""
+        planned = self.planned(host)
+        if planned and planned[1].release:
+            return planned[1].release, f"llmfleet_serve_groups.{planned[1].name}.release"
+        return self.set_value(host, "llmfleet_release"), "llmfleet_release"
+
     def help_index(self, engine: str, version: str) -> t.Any:
         """The parsed --help of an engine build (flagcheck.parse_help, once per build)."""
         from ansible_collections.llmfleet.cluster.plugins.module_utils import flagcheck  # pure
@@ -335,7 +356,10 @@ def rule_fabric_subnet(ctx: GateContext) -> t.Iterator[Finding]:
     for cluster in ctx.inv.clusters:
         hosts = ctx.cluster_hosts(cluster)
         ips = {h: _ip(ctx.set_value(h, "llmfleet_fabric_ip")) for h in hosts}
-        ips = {h: ip for h, ip in ips.items() if ip is not None and not ip.is_loopback}
+        # an address that is another host's management address is the fabric_ip check's finding (the cause)
+        owners = ctx.inv.management_addresses()
+        ips = {h: ip for h, ip in ips.items()
+               if ip is not None and not ip.is_loopback and owners.get(str(ip), h) == h}
         if len(ips) < 2 or any(ctx.set_value(h, ROUTED_VAR) is True for h in hosts):
             continue
         nets: dict[str, list[str]] = {}
@@ -400,12 +424,12 @@ def variant_choice(ctx: GateContext, host: str) -> tuple[t.Any, t.Any]:
     if name is not UNSET:
         return name, None
     arch = ctx.set_value(host, "llmfleet_gpu_arch")
-    engine = ctx.set_value(host, "llmfleet_engine")
-    profile = ctx.resolved_profiles.get(host)
+    engine = ctx.engine_of(host)
+    profile = ctx.profile_of(host)
     device = profile.get("device", "gpu") if isinstance(profile, t.Mapping) else "gpu"
     if arch is UNSET and device != "cpu":
         return UNSET, None
-    release = ctx.set_value(host, "llmfleet_release")
+    release = ctx.release_of(host)[0]
     from ansible_collections.llmfleet.cluster.plugins.module_utils import engine_release  # pure
     try:
         return engine_release.select_variant(engine if isinstance(engine, str) else "vllm", device, arch,
@@ -444,14 +468,14 @@ def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
         if variants is None:
             continue
         name, error = variant_choice(ctx, host)
+        release, release_var = ctx.release_of(host)
         if error is not None:
-            yield Finding(host, error.problem, error.fix, (host,), "llmfleet_release",
-                          ctx.set_value(host, "llmfleet_release"))
+            yield Finding(host, error.problem, error.fix, (host,), release_var, release)
             continue
         if not isinstance(name, str):
             continue
         variant = variants.get(name)
-        engine = ctx.set_value(host, "llmfleet_engine")
+        engine = ctx.engine_of(host)
         if not isinstance(variant, t.Mapping):
             yield Finding(host, f"python_env variant '{name}' does not exist (llmfleet_variants_dir)",
                           f"use one of {', '.join(sorted(variants))} (python_env_variant_name), or install the "
@@ -462,14 +486,13 @@ def rule_engine_variant(ctx: GateContext) -> t.Iterator[Finding]:
             yield Finding(host, f"llmfleet_engine '{engine}' but python_env variant '{name}' installs "
                           f"{variant.get('engine')}", "set python_env_variant_name to a variant of that engine, or "
                           "change llmfleet_engine", (host,), "python_env_variant_name", name)
-        release = ctx.set_value(host, "llmfleet_release")
         wanted = variant.get("release")
         if isinstance(release, str) and isinstance(wanted, str) and not _names_release(release, wanted, variant):
-            yield Finding(host, f"llmfleet_release '{release}' does not name what variant '{name}' installs "
+            yield Finding(host, f"{release_var} '{release}' does not name what variant '{name}' installs "
                           f"({wanted}): the venv would be called one version and hold another",
-                          f"set llmfleet_release: {wanted} (or a name containing it, e.g. site-{wanted})"
-                          + _other_versions(variants, name, variant), (host,), "llmfleet_release", release)
-        profile = ctx.resolved_profiles.get(host)
+                          f"set {release_var}: {wanted} (or a name containing it, e.g. site-{wanted})"
+                          + _other_versions(variants, name, variant), (host,), release_var, release)
+        profile = ctx.profile_of(host)
         if isinstance(profile, t.Mapping):
             device = profile.get("device", "gpu")
             cpu_variant = variant.get("arch") == "cpu" or name == "cpu"
@@ -560,9 +583,10 @@ def _device(profile: t.Any) -> str:
 
 def rule_platform(ctx: GateContext) -> t.Iterator[Finding]:
     from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms  # pure
-    devices = {h: _device(p) for _c, g, _n, p in ctx.groups for h in g.hosts}
     for host in ctx.inv.members:
-        name = _platform(ctx, host, devices.get(host, "gpu"))
+        # the platform the inventory declares, whatever the profile's device (the sim's CPU build on
+        # "Sparks" stands in for the lab's: its counts are the lab's)
+        name = _platform(ctx, host)
         facts = platforms.PLATFORMS.get(name or "", {})
         most, gpus = facts.get("gpus_per_node"), _gpus(ctx, host)
         if most and gpus and gpus > most:

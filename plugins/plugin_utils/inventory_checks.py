@@ -192,7 +192,16 @@ class _Inventory:
             entry = spec.get(name) or {}
             profile = entry.get("profile") or self.var(head, "llmfleet_serve_profile")
             where = f"{GROUPS_VAR}.{name}.profile" if entry.get("profile") else "llmfleet_serve_profile"
-            out.append(ServingGroup(name, f"{GROUPS_VAR}.{name}", group_hosts, where, profile))
+            out.append(ServingGroup(name, f"{GROUPS_VAR}.{name}", group_hosts, where, profile, entry.get("release")))
+        return out
+
+    def management_addresses(self) -> dict[str, str]:
+        """{ansible_host: host} of the hosts reached over SSH (the first host of an address)."""
+        out: dict[str, str] = {}
+        for host in self.sort(self.hostvars):
+            value = self.var(host, "ansible_host")
+            if isinstance(value, str) and self.var(host, "ansible_connection") != "local":
+                out.setdefault(value.strip(), host)
         return out
 
     def _cluster_of_any(self, host: str) -> str:
@@ -210,6 +219,7 @@ class ServingGroup:
     hosts: list[str]
     profile_var: str  # the variable that names its profile
     profile: t.Any  # the profile name (UNSET when none)
+    release: t.Any = None  # the group's own release (llmfleet_serve_groups.<name>.release), if any
 
     def label(self, cluster: str) -> str:
         """'the serving group of cluster 'lab' (serve_nodes)' / 'serving group thors of cluster 'sim''."""
@@ -291,6 +301,7 @@ def check_fabric_ip(inv: _Inventory) -> CheckResult:
     res = CheckResult("fabric_ip", CHECKS["fabric_ip"])
     members = set(inv.members)
     seen: dict[str, str] = {}
+    mgmt = inv.management_addresses()
     checked = 0
     for host in inv.sort(set(inv.hostvars) | members):
         value = inv.var(host, "llmfleet_fabric_ip")
@@ -313,6 +324,14 @@ def check_fabric_ip(inv: _Inventory) -> CheckResult:
                 host, f"llmfleet_fabric_ip {_show(value)} {bad[0]}", bad[1], (host,), "llmfleet_fabric_ip", value))
             continue
         checked += 1
+        owner = mgmt.get(text)
+        if owner not in (None, host):
+            # the cause, not the symptom (its subnet differs from the fabric's, or it duplicates owner's)
+            res.findings.append(Finding(
+                host, f"llmfleet_fabric_ip '{text}' is {owner}'s management address (ansible_host): the fabric "
+                f"role would put {owner}'s address on {host}'s fabric NIC", f"set it to {host}'s own data-plane "
+                "IPv4 (the QSFP address)", (host, owner), "llmfleet_fabric_ip", text))
+            continue
         if text in seen:
             first = seen[text]
             res.findings.append(Finding(
