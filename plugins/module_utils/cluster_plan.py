@@ -32,7 +32,30 @@ INPUTS = (
     'llmfleet_cluster', 'llmfleet_fabric_ip', 'llmfleet_gpu_arch', 'llmfleet_gpus_per_node', 'llmfleet_release',
     'serve_host', 'serve_unit_prefix', 'common_prefix', 'common_config_dir', 'common_service_user',
     'common_service_group', 'common_service_home', 'ray_node_port', 'ray_node_firewall', 'llmfleet_variants_dir',
-)
+    'llmfleet_machine', 'llmfleet_cuda_devices',
+) + tuple('ray_node_' + name for name in ('node_manager_port', 'object_manager_port', 'metrics_port',
+                                          'client_server_port', 'autoscaler_metrics_port', 'agent_ports',
+                                          'min_worker_port', 'max_worker_port'))
+
+# Ray's fixed ports (instead of its random ones, so the firewall can name them), as the inventory's
+# ray_node_* variables override them. Ray binds every one of them on all addresses.
+DEFAULT_RAY_PORTS = {
+    'node_manager_port': 6380,
+    'object_manager_port': 6381,
+    'metrics_port': 6382,
+    'client_server_port': 10001,
+    'autoscaler_metrics_port': 44217,
+    'agent_ports': [6383, 6384, 6385],
+    'min_worker_port': 10002,
+    'max_worker_port': 10999,
+}
+# Node emulation (several inventory hosts on one machine, docs/gpu-multinode.md): node k of a
+# machine moves its node-level Ray ports by k * EMULATION_PORT_STEP and its worker range by
+# k * EMULATION_WORKER_STEP, so the k nodes' servers, all bound on 0.0.0.0, never meet. The GCS,
+# client server and autoscaler ports are the head's alone (one per cluster): they do not move.
+EMULATION_PORT_STEP = 100
+EMULATION_WORKER_STEP = 1000
+_HEAD_ONLY_PORTS = ('client_server_port', 'autoscaler_metrics_port')
 
 
 def _get(hostvars, host, name, default=None):
@@ -95,6 +118,109 @@ def env_files(config_dir=DEFAULT_CONFIG_DIR, unit=''):
     return files
 
 
+def _int(value, host, name):
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or isinstance(value, bool) or not 0 < number < 65536:
+        raise PlanError('%s: %s %r is not a port number; set an integer from 1 to 65535' % (host, name, value))
+    return number
+
+
+def ray_ports(hostvars, host, index=0):
+    """The Ray ports of `host`: the inventory's ray_node_* values, else DEFAULT_RAY_PORTS, moved by the
+    node's place `index` on its machine where several inventory hosts share one (emulation())."""
+    out = {}
+    for name, default in DEFAULT_RAY_PORTS.items():
+        value = _get(hostvars, host, 'ray_node_' + name, default)
+        shift = 0 if name in _HEAD_ONLY_PORTS else index * (
+            EMULATION_WORKER_STEP if name.endswith('worker_port') else EMULATION_PORT_STEP)
+        if name == 'agent_ports':
+            if not isinstance(value, (list, tuple)) or len(value) != 3:
+                raise PlanError('%s: ray_node_agent_ports %r is not a list of three ports (dashboard agent '
+                                'HTTP, dashboard agent gRPC, runtime-env agent); set three integers' % (host, value))
+            out[name] = [_int(v, host, 'ray_node_agent_ports') + shift for v in value]
+        else:
+            out[name] = _int(value, host, 'ray_node_' + name) + shift
+    return out
+
+
+def _ray_port_set(ports, is_head, gcs_port):
+    """Every port (and the worker range) a Ray node of these `ports` binds."""
+    single = [ports['node_manager_port'], ports['object_manager_port'], ports['metrics_port']] + list(ports['agent_ports'])
+    if is_head:
+        single += [gcs_port, ports['client_server_port'], ports['autoscaler_metrics_port']]
+    return set(single) | set(range(ports['min_worker_port'], ports['max_worker_port'] + 1))
+
+
+def emulation(host, hostvars, order, gpus_per_node=1):
+    """What node emulation adds to `host` ({} for a real node): the inventory names the machine an
+    inventory host runs on (``llmfleet_machine``); two or more hosts on one machine are emulated
+    nodes of it, each with its own GPUs (CUDA_VISIBLE_DEVICES: node k of the machine gets GPUs
+    k*gpus_per_node.., or ``llmfleet_cuda_devices``), its own NCCL host identity (NCCL_HOSTID: NCCL
+    takes ranks with one host hash for one host and would join them over P2P/SHM instead of the
+    network transport the real nodes use), its own configuration directory and its own Ray ports.
+    A real inventory sets no ``llmfleet_machine`` and gets none of it."""
+    machine = _get(hostvars, host, 'llmfleet_machine', '')
+    if not machine:
+        return {}
+    nodes = [h for h in order if _get(hostvars, h, 'llmfleet_machine', '') == machine]
+    if len(nodes) < 2:
+        return {}
+    index = nodes.index(host)
+
+    def devices(node, k):
+        value = _get(hostvars, node, 'llmfleet_cuda_devices', None)
+        if value is None:
+            return list(range(k * gpus_per_node, (k + 1) * gpus_per_node))
+        items = value if isinstance(value, (list, tuple)) else str(value).split(',')
+        try:
+            return [int(str(item).strip()) for item in items]
+        except ValueError:
+            raise PlanError('%s: llmfleet_cuda_devices %r is not a list of GPU indexes; set e.g. [%d]'
+                            % (node, value, k)) from None
+
+    mine = devices(host, index)
+    for k, other in enumerate(nodes):
+        if other != host and set(devices(other, k)) & set(mine):
+            raise PlanError('%s: llmfleet_cuda_devices %s share GPU(s) %s with %s, another emulated node of machine %r: '
+                            'each node of an emulation owns its GPUs; give each host its own (llmfleet_cuda_devices, '
+                            'or leave it unset: node k gets GPUs from k * llmfleet_gpus_per_node)'
+                            % (host, mine, sorted(set(devices(other, k)) & set(mine)), other, machine))
+    return {
+        'machine': machine,
+        'index': index,
+        'nodes': nodes,
+        'cuda_devices': mine,
+        # NCCL_P2P_DISABLE / NCCL_SHM_DISABLE as the four-node field notes set them: no path between
+        # two nodes' GPUs but the network, also where NCCL would find one on this machine
+        'env': {'CUDA_VISIBLE_DEVICES': ','.join(str(d) for d in mine), 'NCCL_HOSTID': '%s-%s' % (machine, host),
+                'NCCL_P2P_DISABLE': '1', 'NCCL_SHM_DISABLE': '1'},
+        # a real node's engine would never see its peers' GPUs as local: vLLM's custom all-reduce
+        # (CUDA IPC between the ranks' GPUs) must not bridge the emulated nodes either
+        'engine_args': {'vllm': {'--disable-custom-all-reduce': True}, 'sglang': {'--disable-custom-all-reduce': True}},
+    }
+
+
+def check_emulated_ports(hostvars, host, nodes, head, gcs_port):
+    """Raise PlanError where two emulated nodes of one machine would bind one Ray port."""
+    mine = _ray_port_set(ray_ports(hostvars, host, nodes.index(host)), host == head, gcs_port)
+    for k, other in enumerate(nodes):
+        if other == host:
+            continue
+        shared = mine & _ray_port_set(ray_ports(hostvars, other, k), other == head, gcs_port)
+        if shared:
+            raise PlanError('%s: its Ray ports %s are also %s\'s, another emulated node of the same machine '
+                            '(Ray binds them on every address): leave the ray_node_*_port variables unset on emulated '
+                            'nodes (each gets its own from its place on the machine) or give each host its own'
+                            % (host, _span(sorted(shared)), other))
+
+
+def _span(ports):
+    return '%d-%d' % (ports[0], ports[-1]) if len(ports) > 3 else ', '.join(str(p) for p in ports)
+
+
 def _serve(host, group, profile, unit_prefix, addresses):
     """This host's part of its serving group ({} when it serves nothing)."""
     if not group:
@@ -138,6 +264,12 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         item.pop('node_rank')
         item.pop('is_head')
     group = _groups.group_of(serve_groups or [], host)
+    gpus = _get(hostvars, host, 'llmfleet_gpus_per_node', 1)
+    emulated = emulation(host, hostvars, order, int(gpus) if str(gpus).isdigit() else 1)
+    if emulated and profile:
+        # the engine flags the emulation adds (emulation()['engine_args']) on top of the profile's own
+        extra = emulated['engine_args'].get(profile.get('engine'), {})
+        profile = dict(profile, args=dict(profile.get('args') or {}, **extra))
     serve = _serve(host, group, profile, unit_prefix, addresses)
     serving_hosts = sorted({h for g in planned for h in g['hosts']}, key=order.index)
     # the hosts this one serves with (weights, the fabric check and the engine venv's group reach
@@ -150,6 +282,10 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     release = (serve.get('release') if serve else '') or _get(hostvars, host, 'llmfleet_release', '')
     prefix = _get(hostvars, host, 'common_prefix', DEFAULT_PREFIX)
     config_dir = _get(hostvars, host, 'common_config_dir', DEFAULT_CONFIG_DIR)
+    if emulated:
+        # the emulated nodes of one machine share its filesystem: each keeps its env files apart
+        config_dir = '%s/nodes/%s' % (str(config_dir).rstrip('/'), host)
+        check_emulated_ports(hostvars, host, [h for h in emulated['nodes'] if h in cluster_hosts] or [host], head, port)
     try:
         layout = paths(prefix, config_dir, release)
     except PlanError as exc:
@@ -182,4 +318,6 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'firewall': _flag(_get(hostvars, host, 'ray_node_firewall', True)),
         'paths': layout,
         'env_files': env_files(layout['config_dir'], serve.get('unit', '')),
+        'ray_ports': ray_ports(hostvars, host, emulated.get('index', 0)),
+        'emulation': emulated,
     }

@@ -172,7 +172,9 @@ def validate(facts, group):
     """Raise CommEnvError listing every host whose fabric_iface/fabric_ip is missing or bad."""
     problems = []
     hosts = _group_hosts(group)
-    one_host = len(set(hosts)) == 1  # every GPU in one host: NCCL/Gloo over lo (and NVLink/PCIe)
+    # every GPU in one machine: NCCL/Gloo over lo (and NVLink/PCIe). Emulated nodes name their
+    # machine (the plan's emulation.machine, fact ``machine``); any other host is a machine of its own.
+    one_host = len({_host_facts(facts, h).get('machine') or h for h in hosts}) == 1
     for host in hosts:
         data = _host_facts(facts, host)
         for problem in (_check_iface(host, data.get('fabric_iface'), one_host),
@@ -226,13 +228,18 @@ def host_env(host_facts, transport):
     else:
         env['NCCL_IB_DISABLE'] = '1'
         env['UCX_NET_DEVICES'] = iface
+    # an emulated node (several inventory hosts on one machine): its GPUs and NCCL host identity
+    # (the plan's emulation.env); a real node's facts hold none
+    for name, value in sorted((host_facts.get('emulation_env') or {}).items()):
+        env[name] = to_env_value(value)
     return env
 
 
 def compute_comm_env(facts, group, overrides=None, host_overrides=None, transport='auto'):
     """``{host: env}`` for every host of the serving group.
 
-    :param facts: ``{host: {fabric_ip, fabric_iface, rdma_up_netdevs, nccl_ib_hca}}``.
+    :param facts: ``{host: {fabric_ip, fabric_iface, rdma_up_netdevs, nccl_ib_hca}}``, plus, for an
+        emulated node, ``machine`` and ``emulation_env`` (the plan's emulation).
     :param group: the serving group's hostnames.
     :param overrides: ``{VAR: value}`` applied to every host.
     :param host_overrides: ``{host: {VAR: value}}`` applied after ``overrides``.

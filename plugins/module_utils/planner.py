@@ -115,7 +115,12 @@ def plan(profile, hosts, overrides=None, model_config=None):
     if cross_node_tp:
         if tp % gpn:
             raise PlanError(f"profile '{name}': TP={tp} does not split evenly over nodes of {gpn} GPUs")
-        if not fast_fabric:
+        if not fast_fabric and overrides.get("tp_over_sockets"):
+            # the inventory asked for it (llmfleet_allow_tp_over_sockets): a layout test on nodes
+            # without RoCE, e.g. the two-Spark TP 2 layout on emulated nodes (inventories/gpu-4node)
+            notes.append(f"TP={tp} across nodes although {' and '.join(why_slow)}: every layer's all-reduce "
+                         "crosses the network (llmfleet_allow_tp_over_sockets)")
+        elif not fast_fabric:
             raise PlanError(f"profile '{name}': TP={tp} spans nodes but {' and '.join(why_slow)}; "
                             f"TP across nodes needs RoCE on every node and one GPU arch. "
                             f"Use tensor_parallel_size: {gpn}, pipeline_parallel_size: {nnodes}")

@@ -70,6 +70,10 @@ def iface_for_ip(facts, ip):
         for device, cidr in held:
             if _loopback_net(cidr) is not None and loop in ipaddress.ip_interface(cidr).network:
                 return device
+        if not facts.get('interfaces'):
+            # no interface facts at all (a host without iproute2, whose network facts Ansible leaves
+            # empty: the lent GPU machines): Linux's loopback device is lo and answers all of 127/8
+            return 'lo'
     return ''
 
 

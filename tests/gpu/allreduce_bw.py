@@ -5,6 +5,11 @@ loads (stock: the nvidia-nccl wheel torch links; built: put the build in LD_PREL
 role's nccl.env does). One process per GPU (torch.distributed, NCCL backend), float32 sum.
 
   allreduce_bw.py [--sizes-mib 8,64,256,1024] [--iters 20] [--label stock] [--out result.json]
+                  [--node-env-files A/comm.env,B/comm.env,...]
+
+--node-env-files: one rank per file, each with that file's environment (an emulated node's comm.env
+of inventories/gpu-4node: its GPU, NCCL host identity and socket settings), so the all-reduce runs
+across emulated nodes over NCCL's socket transport as it would across the lab's nodes.
 
 busbw = algbw * 2 (n-1) / n (nccl-tests' definition); the bound library is the one global symbol
 lookup finds for ncclGetVersion (dladdr names its file); every mapped libnccl is listed too. Keep NCCL_NVLS_ENABLE=0 set (multicast off).
@@ -53,13 +58,29 @@ _dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Dlinfo)]
 _dladdr.restype = ctypes.c_int
 
 
+def read_env_file(path):
+    """KEY=value lines of a systemd EnvironmentFile (comments and blank lines skipped, quotes removed)."""
+    env = {}
+    for line in open(path):
+        line = line.strip()
+        if line and not line.startswith('#') and '=' in line:
+            key, value = line.split('=', 1)
+            env[key.strip()] = value.strip().strip('"\'')
+    return env
+
+
 def worker(rank, world, a, q):
+    files = [f for f in a.node_env_files.split(',') if f]
+    if files:
+        # before torch: CUDA_VISIBLE_DEVICES and the NCCL variables of this rank's node
+        os.environ.update(read_env_file(files[rank]))
     import torch
     import torch.distributed as dist
     os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
     os.environ.setdefault('MASTER_PORT', str(a.port))
-    torch.cuda.set_device(rank)
-    dist.init_process_group('nccl', rank=rank, world_size=world, device_id=torch.device('cuda', rank))
+    device = 0 if files else rank
+    torch.cuda.set_device(device)
+    dist.init_process_group('nccl', rank=rank, world_size=world, device_id=torch.device('cuda', device))
     rows = []
     for mib in [int(s) for s in a.sizes_mib.split(',')]:
         n = mib * 1024 * 1024 // 4
@@ -85,7 +106,9 @@ def worker(rank, world, a, q):
         q.put({'label': a.label, 'world': world, 'nccl_path': path, 'nccl_version': version, 'nccl_mapped': mapped,
                'torch_nccl_version': '.'.join(map(str, torch.cuda.nccl.version())),
                'gpu': torch.cuda.get_device_name(0), 'rows': rows,
-               'env': {k: os.environ.get(k) for k in ('NCCL_NVLS_ENABLE', 'LD_PRELOAD', 'NCCL_ALGO', 'NCCL_PROTO')}})
+               'env': {k: os.environ.get(k) for k in ('NCCL_NVLS_ENABLE', 'LD_PRELOAD', 'NCCL_ALGO', 'NCCL_PROTO',
+                                                      'NCCL_SOCKET_IFNAME', 'NCCL_P2P_DISABLE', 'NCCL_SHM_DISABLE',
+                                                      'NCCL_HOSTID', 'CUDA_VISIBLE_DEVICES')}})
     dist.destroy_process_group()
 
 
@@ -97,12 +120,13 @@ def main():
     ap.add_argument('--label', default='stock')
     ap.add_argument('--port', type=int, default=29533)
     ap.add_argument('--out', default='')
+    ap.add_argument('--node-env-files', default='', help='one env file per rank (emulated nodes)')
     a = ap.parse_args()
     if os.environ.get('NCCL_NVLS_ENABLE') != '0':
         raise SystemExit('refusing to run with NVLink multicast possibly on: export NCCL_NVLS_ENABLE=0')
     import torch
     import torch.multiprocessing as mp
-    world = torch.cuda.device_count()
+    world = len([f for f in a.node_env_files.split(',') if f]) or torch.cuda.device_count()
     ctx = mp.get_context('spawn')
     q = ctx.Queue()
     procs = [ctx.Process(target=worker, args=(r, world, a, q)) for r in range(world)]

@@ -38,7 +38,15 @@
 #   nccl       wait for the nccl role, then all-reduce busbw through stock and built NCCL
 #   down       stop the engine and Ray units
 #   pack       results to $OUT (results.tgz + summary)
-# Environment: XFER (/root/gpu-xfer), RES (/root/gpu-results), OUT (where results go).
+#   ab4        emulated nodes (INVENTORY=inventories/gpu-4node): the collection's units (A) against the
+#              field notes' own commands (B: a `ray start` per node with the notes' NCCL/Gloo socket
+#              settings, `vllm serve` with the rendered flags, on other loopback IPs and ports), both
+#              serving at once, ABBA blocks per level (AB_CONC, default 1,8,32) -> $OUT/ab-TAG/
+#   metrics    a scrape of the engine's /metrics -> $RES/metrics-TAG-LABEL.txt (bench does it before
+#              and after its sweep)
+# Environment: XFER (/root/gpu-xfer), RES (/root/gpu-results), OUT (where results go), INVENTORY
+# (inventories/gpu-host; inventories/gpu-4node: four emulated nodes, each node's files rendered
+# into $XFER/stage/<host>/, its units started and reported apart: unit_exec.py --node).
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 XFER=${XFER:-/root/gpu-xfer}
@@ -50,6 +58,7 @@ PY=${PY:-$(command -v python3)}
 VLLM_BUNDLE=${VLLM_BUNDLE:-/opt/llmfleet/bundle}
 SGLANG_BUNDLE=${SGLANG_BUNDLE:-/opt/llmfleet/bundle/sglang}
 VLLM_RELEASE=${VLLM_RELEASE:-gpu-vllm-0.22.0-bundle}
+INVENTORY=${INVENTORY:-inventories/gpu-host}
 mkdir -p "$XFER" "$RES" "$OUT"
 log() { echo "[gpu $(date +%T)] $*" | tee -a "$RES/run.log"; }
 stage_val() { "$PY" -c "import json,sys; d=json.load(open('$XFER/stage/stage.json')); print(eval(sys.argv[1], {}, d))" "$1"; }
@@ -61,12 +70,22 @@ run_as_user() { if [[ -f $XFER/as_root ]]; then echo ""; else stage_val service_
 
 phase_receive() {
   local d
-  for d in ${CARRY_GLOB:-"$REPO"/offline/x*/ "$REPO"/offline/s*/ "$REPO"/.gpu-bundle/x*/}; do [[ -d $d ]] && cp -a "$d". "$XFER"/; done
+  for d in ${CARRY_GLOB:-"$REPO"/offline/x*/ "$REPO"/offline/s*/ "$REPO"/offline/c*/ "$REPO"/.gpu-bundle/x*/}; do [[ -d $d ]] && cp -a "$d". "$XFER"/; done
   ls -la "$XFER" | tee -a "$RES/run.log"
 }
 
-# engine-backend-tpN of the current render (names the results of up/validate/bench)
-mode_tag() { stage_val "'%s-%s-tp%s' % (engine, serve_plan['backend'], serve_plan['tensor_parallel_size'])"; }
+# engine-backend-tpN of the current render (names the results of up/validate/bench); emulated
+# nodes: Nnode-engine-backend-tpN-ppM
+mode_tag() {
+  local n; n=$(nodes | wc -w)
+  if (( n > 1 )); then
+    stage_val "'${n}node-%s-%s-tp%s-pp%s' % (engine, serve_plan['backend'], serve_plan['tensor_parallel_size'], serve_plan['pipeline_parallel_size'])"
+  else stage_val "'%s-%s-tp%s' % (engine, serve_plan['backend'], serve_plan['tensor_parallel_size'])"; fi
+}
+# the inventory hosts of the render (one name for a one-host inventory), and one value of a host's stage
+nodes() { "$PY" -c "import json,sys; print(' '.join(sorted(json.load(open(sys.argv[1])))))" "$XFER/stage/hosts.json" 2>/dev/null || echo single; }
+multi() { (( $(nodes | wc -w) > 1 )); }
+node_val() { "$PY" -c "import json,sys; d=json.load(open('$XFER/stage/hosts.json'))[sys.argv[1]]; print(eval(sys.argv[2], {}, d))" "$1" "$2"; }
 extra_files() { local f; for f in "$XFER"/extra.json "$XFER"/extra-*.yml; do [[ -f $f ]] && printf -- '-e @%s ' "$f"; done; }
 
 need_stage() { [[ -f $XFER/stage/stage.json ]] || { log "no rendered stage ($XFER/stage/stage.json): run the render phase first"; return 1; }; }
@@ -94,10 +113,14 @@ phase_setup() {
     || { log "useradd failed: services run as root"; touch "$XFER/as_root"; }
   mkdir -p "$home/.config/vllm" "$home/ray" /etc/llmfleet /opt/llmfleet/models /opt/llmfleet/src
   log "the rendered files into place (all but the systemd units, which unit_exec.py reads from the stage)"
-  (cd "$XFER/stage" && find etc/llmfleet var opt -type f 2>/dev/null) | while read -r f; do
-    install -D -m 0644 "$XFER/stage/$f" "/$f"; done
-  chmod 0600 /etc/llmfleet/llmfleet-serve-*.env
-  id "$user" >/dev/null 2>&1 && chown -R "$user:$user" "$home" /etc/llmfleet/llmfleet-serve-*.env
+  local root
+  for root in $(multi && for h in $(nodes); do echo "$XFER/stage/$h"; done || echo "$XFER/stage"); do
+    (cd "$root" && find etc/llmfleet var opt -type f 2>/dev/null) | while read -r f; do
+      install -D -m 0644 "$root/$f" "/$f"; done
+  done
+  local secrets; secrets=$(find /etc/llmfleet -name 'llmfleet-serve-*.env')
+  chmod 0600 $secrets
+  id "$user" >/dev/null 2>&1 && chown -R "$user:$user" "$home" $secrets
   log "release $venv: wrappers over $PY with $site on PYTHONPATH (no pip install on this host)"
   make_release "$venv" "$site"; ln -sfn "$venv" "$cur"
   # bench.yml's client for every engine: `vllm bench serve` of the vLLM release
@@ -133,28 +156,31 @@ phase_ansible() {
 phase_render() {
   local gpus tp
   gpus=$(nvidia-smi -L | grep -c '^GPU'); tp=$(( gpus >= 2 ? 2 : 1 ))
-  printf '{"llmfleet_tensor_parallel_size": %d, "llmfleet_gpus_per_node": %d}\n' "$tp" "$tp" > "$XFER/extra.json"
+  if [[ $INVENTORY == inventories/gpu-host ]]; then
+    printf '{"llmfleet_tensor_parallel_size": %d, "llmfleet_gpus_per_node": %d}\n' "$tp" "$tp" > "$XFER/extra.json"
+  else echo '{}' > "$XFER/extra.json"; fi  # emulated nodes: the inventory and EXTRA_VARS name the layout
   rm -f "$XFER"/extra-*.yml
   local n=0 f; for f in ${EXTRA_VARS:-}; do n=$((n + 1)); cp "$REPO/$f" "$XFER/extra-$n.yml" || return 1; done
   log "render on this host with the roles (check mode): $gpus GPU(s), $(cat "$XFER/extra.json") ${EXTRA_VARS:-}"
   cp /proc/1/limits "$RES/pid1-limits.txt"
   PATH=/root/gpu-ansible/bin:$PATH PYTHONPATH=/root/gpu-ansible ANSIBLE_COLLECTIONS_PATH=/root/gpu-ac ANSIBLE_NOCOLOR=1 \
     LLMFLEET_STAGE_EXTRA="$(extra_files) -e ansible_python_interpreter=$PY" \
-    "$REPO/tests/gpu/render.sh" "$XFER/stage" | tee "$RES/render.txt" || return 1
+    "$REPO/tests/gpu/render.sh" "$XFER/stage" "$REPO/$INVENTORY" | tee "$RES/render.txt" || return 1
   local tag; tag=$(mode_tag)
   rm -rf "$RES/rendered-$tag"; mkdir -p "$RES/rendered-$tag"
-  cp -a "$XFER/stage/etc" "$RES/rendered-$tag/"; cp "$XFER/stage/stage.json" "$RES/rendered-$tag/"
+  (cd "$XFER/stage" && cp -a --parents $(find . -path '*/etc/*' -type f) stage.json hosts.json "$RES/rendered-$tag/")
   log "rendered $tag: $(stage_val "' '.join(serve_argv)")"
 }
 
 phase_nccl_role() {
-  cp "$XFER/$(basename "$(stage_val nccl_source)")" "$(stage_val nccl_source)"
+  # emulated nodes share one filesystem: one node (the head) builds for all of them
+  mkdir -p "$(dirname "$(stage_val nccl_source)")"; cp "$XFER/$(basename "$(stage_val nccl_source)")" "$(stage_val nccl_source)"
   log "starting playbooks/nccl.yml in the background (log: $RES/nccl-role.log)"
   ( cd "$REPO" && PYTHONPATH=/root/gpu-ansible ANSIBLE_CONFIG="$REPO/ansible.cfg" \
       ANSIBLE_COLLECTIONS_PATH=/root/gpu-ac ANSIBLE_CACHE_PLUGIN=memory \
-      setsid nohup bash -c '"$0" /root/gpu-ansible/bin/ansible-playbook playbooks/nccl.yml -i inventories/gpu-host \
+      setsid nohup bash -c '"$0" /root/gpu-ansible/bin/ansible-playbook playbooks/nccl.yml -i "$2" --limit "$3" \
         -e ansible_become=false -e ansible_python_interpreter="$0" -e nccl_build_jobs=${NCCL_JOBS:-16} > "$1/nccl-role.log" 2>&1
-        echo $? > "$1/nccl-role.rc"' "$PY" "$RES" </dev/null >/dev/null 2>&1 & )
+        echo $? > "$1/nccl-role.rc"' "$PY" "$RES" "$INVENTORY" "$(stage_val host)" </dev/null >/dev/null 2>&1 & )
   sleep 2
 }
 
@@ -181,6 +207,45 @@ print(" ".join("%s %s" % (p, m.version(p)) for p in ("sglang", "sglang-kernel", 
     2>&1 | tail -3 | tee -a "$RES/versions.txt"
 }
 
+phase_assemble() {  # the carried parts of pack_carries.sh's one tar: extract every member that is whole yet
+  ls "$XFER"/carry.* >/dev/null 2>&1 || { log "no carry.* parts in $XFER"; return 1; }
+  local n; n=$(ls "$XFER"/carry.* | wc -l)
+  (cd "$XFER" && cat carry.* | tar xf - 2>/dev/null) || log "assemble: $n part(s), the last member is not whole yet"
+  if [[ -f $XFER/payload.sha256 ]]; then
+    [[ $(cat "$XFER"/carry.* | sha256sum | awk '{print $1}') == $(cat "$XFER/payload.sha256") ]] && log "assemble: all $n parts, checksum ok" \
+      || { log "assemble: payload checksum mismatch"; return 1; }
+  fi
+  ls -la "$XFER" "$XFER/models" 2>/dev/null | tee -a "$RES/run.log"
+}
+
+# The models of the emulated-node runs besides the tiny Llama (phase_model): a random-weight model of
+# Llama-3.2-1B's shape (throughput that means something) and the real SmolLM2-135M-Instruct from the
+# carried GGUF (an answer that means something: "Paris").
+phase_models_real() {
+  local user; user=$(stage_val service_user)
+  if [[ ! -f /opt/llmfleet/models/llama-1b-shape/config.json ]]; then
+    log "random-weight Llama-3.2-1B-shaped model"
+    HF_HUB_OFFLINE=1 timeout 600 "$PY" "$REPO/roles/models/files/make_tiny_llama.py" /opt/llmfleet/models/llama-1b-shape \
+      --hidden 2048 --layers 16 --heads 32 --kv-heads 8 --intermediate 8192 --vocab 1024 --max-pos 4096 >>"$RES/run.log" 2>&1
+  fi
+  if [[ ! -f /opt/llmfleet/models/smollm2-135m-instruct/config.json && -f $XFER/models/SmolLM2-135M-Instruct.Q4_1.gguf ]]; then
+    log "SmolLM2-135M-Instruct from the carried GGUF"
+    "$PY" -m pip install -q --no-index --no-deps --target /root/gpu-gguf "$XFER"/models/gguf-*.whl >>"$RES/run.log" 2>&1
+    PYTHONPATH=/root/gpu-gguf timeout 300 "$PY" "$REPO/tests/gpu/gguf_to_hf.py" "$XFER/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
+      /opt/llmfleet/models/smollm2-135m-instruct >>"$RES/run.log" 2>&1 || log "SmolLM2 conversion failed"
+  fi
+  id "$user" >/dev/null 2>&1 && chown -R "$user" /opt/llmfleet/models
+  du -sh /opt/llmfleet/models/* | tee -a "$RES/run.log"
+}
+
+# The real model answers a question with a known answer, through the collection's API (chat template applied).
+phase_ask() {
+  local url model; url=$(stage_val serve_url); model=$(stage_val served_model_name)
+  curl -s --max-time 60 "$url/v1/chat/completions" -H 'Content-Type: application/json' -d '{"model": "'"$model"'",
+    "messages": [{"role": "user", "content": "What is the capital of France? Answer in one word."}], "max_tokens": 16,
+    "temperature": 0}' | tee "$RES/ask-$(mode_tag).json" | "$PY" -c 'import json,sys; a=json.load(sys.stdin)["choices"][0]["message"]["content"]; print("answer:", a); sys.exit(0 if "Paris" in a else 1)'
+}
+
 phase_model() {
   need_stage || return 1
   local model; model=$(stage_val model)
@@ -190,16 +255,35 @@ phase_model() {
   ls -la "$model" | tee -a "$RES/run.log"
 }
 
-ray_up() {  # $1 = unit file (or "byhand")
-  local unit=$1
-  log "Ray: unit_exec start $unit"
-  "$PY" "$REPO/tests/gpu/unit_exec.py" start "$unit" --log "$RES/ray.log" --pidfile "$XFER/ray.pid" $(as_root_flag) | tee -a "$RES/run.log"
+ray_up() {  # $1 = unit file (one host); emulated nodes: every node's own unit, the head first
+  local unit=$1 h head_addr
+  if ! multi; then
+    log "Ray: unit_exec start $unit"
+    "$PY" "$REPO/tests/gpu/unit_exec.py" start "$unit" --log "$RES/ray.log" --pidfile "$XFER/ray.pid" $(as_root_flag) | tee -a "$RES/run.log"
+    return
+  fi
+  head_addr=$(stage_val ray_address)
+  for h in $(nodes); do
+    log "Ray on $h: unit_exec --node $h start (its stage's unit)"
+    "$PY" "$REPO/tests/gpu/unit_exec.py" --node "$h" start "$XFER/stage/$h$(stage_val ray_unit)" --log "$RES/ray-$h.log" \
+      --pidfile "$XFER/ray-$h.pid" $(as_root_flag) | tee -a "$RES/run.log"
+    # the workers' units wait for the head's GCS in ExecStartPre=, which unit_exec.py does not run
+    for _ in $(seq 1 60); do (exec 3<>"/dev/tcp/${head_addr%:*}/${head_addr#*:}") 2>/dev/null && break; sleep 1; done
+  done
 }
 
-serve_up() {  # $1 = unit file, $2 = tag
-  local unit=$1 tag=$2 t0 rc
+serve_up() {  # $1 = unit file, $2 = tag (emulated nodes: every node whose plan runs a unit, rank 0 last)
+  local unit=$1 tag=$2 t0 rc h
   t0=$(now)
-  "$PY" "$REPO/tests/gpu/unit_exec.py" start "$unit" --log "$RES/serve-$tag.log" --pidfile "$XFER/serve.pid" $(as_root_flag) | tee -a "$RES/run.log"
+  if multi; then
+    for h in $(nodes); do
+      [[ $(node_val "$h" serve_runs_unit) == True && $h != $(stage_val host) ]] || continue
+      "$PY" "$REPO/tests/gpu/unit_exec.py" --node "$h" start "$XFER/stage/$h$(stage_val serve_unit)" --log "$RES/serve-$tag-$h.log" \
+        --pidfile "$XFER/serve-$h.pid" $(as_root_flag) | tee -a "$RES/run.log"
+    done
+    unit="$XFER/stage/$(stage_val host)$(stage_val serve_unit)"
+  fi
+  "$PY" "$REPO/tests/gpu/unit_exec.py" $(multi && echo --node "$(stage_val host)") start "$unit" --log "$RES/serve-$tag.log" --pidfile "$XFER/serve.pid" $(as_root_flag) | tee -a "$RES/run.log"
   "$PY" "$REPO/tests/gpu/validate_gpu.py" wait --url "$(stage_val serve_url)" --model "$(stage_val served_model_name)" \
     --since "$t0" --timeout "${SERVE_TIMEOUT:-400}" --pidfile "$XFER/serve.pid" | tee "$RES/healthy-$tag.json"
   rc=${PIPESTATUS[0]}
@@ -339,6 +423,76 @@ a[a.index('--port') + 1] = '$port_b'; print(' '.join(shlex.quote(x) for x in a))
   return $rc
 }
 
+phase_metrics() {  # $1 = label: the engine's Prometheus metrics as they are now
+  local label=${1:-$(mode_tag)} key
+  key=$(stage_val "serve_plan.get('api_key', '')" 2>/dev/null)
+  curl -s --max-time 10 "$(stage_val serve_url)/metrics" > "$RES/metrics-$label.txt" \
+    && log "metrics $label: $(grep -c '^vllm:\|^sglang:' "$RES/metrics-$label.txt") engine series"
+}
+
+# The field notes' own commands for the emulated nodes (000: a `ray start` per node with the NCCL/Gloo
+# socket variables exported, then `vllm serve ... --distributed-executor-backend ray` on the head), by
+# hand as root, on loopback IPs 127.0.1.2.. and ports of their own, next to the collection's units.
+byhand4_up() {  # $1 = dir for logs; sets nothing, writes $XFER/byhand.pid and $XFER/byhand.t0
+  local dir=$1 venv argv k ip h n port_b
+  venv=$(stage_val venv); n=$(nodes | wc -w)
+  port_b=$(( $(stage_val "serve_url.rsplit(':', 1)[1]") + 1 ))
+  argv=$("$PY" -c "import json, shlex; a = json.load(open('$XFER/stage/stage.json'))['serve_argv'][1:]
+a[a.index('--port') + 1] = '$port_b'; a[a.index('--host') + 1] = '127.0.1.2'; print(' '.join(shlex.quote(x) for x in a))")
+  k=0
+  for h in $(nodes); do
+    ip=127.0.1.$((2 + k)); b=$((41000 + 100 * k))
+    if [[ $k == 0 ]]; then R="--head --port=6479 --include-dashboard=false --ray-client-server-port=11001"; else R="--address=127.0.1.2:6479"; fi
+    ( export PYTHONPATH=$(stage_val bundle_site) HF_HUB_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
+        NCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+        CUDA_VISIBLE_DEVICES=$(node_val "$h" "','.join(map(str, emulation['cuda_devices']))") NCCL_HOSTID=byhand-$h VLLM_HOST_IP=$ip
+      "$venv/bin/ray" start $R --node-ip-address=$ip --num-gpus=1 --num-cpus=8 --object-store-memory=4000000000 \
+        --node-manager-port=$b --object-manager-port=$((b + 1)) --runtime-env-agent-port=$((b + 2)) \
+        --dashboard-agent-grpc-port=$((b + 3)) --dashboard-agent-listen-port=$((b + 4)) --metrics-export-port=$((b + 5)) \
+        --min-worker-port=$((20000 + 2000 * k)) --max-worker-port=$((21999 + 2000 * k)) --temp-dir=/tmp/ray-byhand \
+        --disable-usage-stats >> "$dir/byhand-ray.log" 2>&1 ) || log "by-hand ray start on $ip failed"
+    k=$((k + 1))
+  done
+  echo "+ vllm $argv" > "$dir/byhand-serve.log"
+  now > "$XFER/byhand.t0"
+  ( export PYTHONPATH=$(stage_val bundle_site) HF_HUB_OFFLINE=1 VLLM_USE_FLASHINFER_SAMPLER=0 RAY_ADDRESS=127.0.1.2:6479 \
+      NCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+      CUDA_VISIBLE_DEVICES=$(node_val "$(stage_val host)" "','.join(map(str, emulation['cuda_devices']))") \
+      NCCL_HOSTID=byhand-$(stage_val host) VLLM_HOST_IP=127.0.1.2 VLLM_CACHE_ROOT=/root/.cache/vllm-byhand
+    eval "setsid nohup $venv/bin/vllm $argv" >> "$dir/byhand-serve.log" 2>&1 &
+    echo $! > "$XFER/byhand.pid" )
+  echo "http://127.0.1.2:$port_b"
+}
+
+phase_ab4() {  # emulated nodes: the collection (A) against the notes' commands (B), both at once, ABBA
+  local tag dir url_a url_b pid_a rc rc_a rc_b venv
+  tag=$(mode_tag); dir=$OUT/ab-$tag; venv=$(stage_val venv); url_a=$(stage_val serve_url)
+  mkdir -p "$dir"
+  ray_up none
+  serve_up none "ab-collection-$tag" > "$dir/collection-up.log" 2>&1 &
+  pid_a=$!
+  log "by hand, at the same time: the notes' ray start per node (127.0.1.x) + vllm serve"
+  url_b=$(byhand4_up "$dir" | tail -1)
+  "$PY" "$REPO/tests/gpu/validate_gpu.py" wait --url "$url_b" --model "$(stage_val served_model_name)" \
+    --since "$(cat "$XFER/byhand.t0")" --timeout 400 --pidfile "$XFER/byhand.pid" > "$dir/healthy-byhand.json"
+  rc_b=$?; wait "$pid_a"; rc_a=$?
+  cp "$RES/healthy-ab-collection-$tag.json" "$dir/healthy-collection.json" 2>/dev/null
+  log "healthy: collection rc=$rc_a $(cat "$dir/healthy-collection.json" 2>/dev/null), by hand rc=$rc_b $(cat "$dir/healthy-byhand.json")"
+  [[ $rc_a == 0 && $rc_b == 0 ]] || { tail -30 "$RES/serve-ab-collection-$tag.log" "$dir/byhand-serve.log"; }
+  if [[ $rc_a == 0 && $rc_b == 0 ]]; then
+    log "ABBA blocks: collection (A, $url_a) vs by hand (B, $url_b)"
+    timeout "${AB_TIMEOUT:-420}" "$venv/bin/python" "$REPO/playbooks/files/bench_serve_sweep.py" ab --inproc \
+      --base-url "$url_a" --base-url-b "$url_b" --labels collection,by-hand --blocks "${AB_BLOCKS:-4}" \
+      --concurrency "${AB_CONC:-1,8,32}" --model "$(stage_val model)" --served-model-name "$(stage_val served_model_name)" \
+      --input-len 256 --output-len 128 --prompts-per-level 8 --min-prompts 16 --num-warmups 2 --out-dir "$dir" \
+      > "$dir/ab.log" 2>&1; rc=$?
+    grep -vE '^\s*$' "$dir/ab.log" | grep -E 'block|ratio|geometric|Error|error' | tail -30
+  else rc=1; fi
+  stop_pid "$XFER/byhand.pid" 20; RAY_TMPDIR=/tmp/ray-byhand "$venv/bin/ray" stop --force >/dev/null 2>&1 || true
+  phase_down
+  return $rc
+}
+
 phase_nccl() {
   log "waiting for the nccl role"
   for _ in $(seq 1 "${NCCL_WAIT:-300}"); do [[ -f $RES/nccl-role.rc ]] && break; sleep 1; done
@@ -346,12 +500,24 @@ phase_nccl() {
   [[ -f $RES/nccl-role.rc ]] || { log "nccl role still running"; return 1; }
   cat /etc/llmfleet/nccl.env 2>/dev/null | tee "$RES/nccl.env"
   local lib; lib=$(stage_val nccl_library)
-  log "all-reduce busbw, stock NCCL (the torch wheel's)"
-  "$PY" "$REPO/tests/gpu/allreduce_bw.py" --label stock --out "$RES/allreduce-stock.json" | tail -1
-  if [[ -f $lib ]]; then
-    log "all-reduce busbw, built NCCL ($lib via LD_PRELOAD, as nccl.env hands it to the engine)"
-    LD_PRELOAD=$lib LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-      "$PY" "$REPO/tests/gpu/allreduce_bw.py" --label built --port 29544 --out "$RES/allreduce-built.json" | tail -1
+  local nodes_env="" h
+  # emulated nodes: one rank per node with its own comm.env (sockets, NCCL_HOSTID); NVLink for reference
+  multi && for h in $(nodes); do nodes_env+="${nodes_env:+,}$(node_val "$h" "env_files_plan['comm']")"; done
+  local rounds=${NCCL_ROUNDS:-1} r
+  for r in $(seq 1 "$rounds"); do
+    log "all-reduce busbw, stock NCCL (the torch wheel's)${nodes_env:+, across the emulated nodes over sockets} (round $r)"
+    MASTER_ADDR=127.0.0.2 "$PY" "$REPO/tests/gpu/allreduce_bw.py" --label stock --node-env-files "$nodes_env" --out "$RES/allreduce-stock-$r.json" | tail -1
+    if [[ -f $lib ]]; then
+      log "all-reduce busbw, built NCCL ($lib via LD_PRELOAD, as nccl.env hands it to the engine) (round $r)"
+      MASTER_ADDR=127.0.0.2 LD_PRELOAD=$lib LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        "$PY" "$REPO/tests/gpu/allreduce_bw.py" --label built --port 29544 --node-env-files "$nodes_env" --out "$RES/allreduce-built-$r.json" | tail -1
+    fi
+  done
+  if [[ -n $nodes_env ]]; then
+    log "reference: the same GPUs as one host (NVLink, P2P on), stock and built"
+    "$PY" "$REPO/tests/gpu/allreduce_bw.py" --label stock-nvlink --port 29545 --out "$RES/allreduce-stock-nvlink.json" | tail -1
+    [[ -f $lib ]] && LD_PRELOAD=$lib LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+      "$PY" "$REPO/tests/gpu/allreduce_bw.py" --label built-nvlink --port 29546 --out "$RES/allreduce-built-nvlink.json" | tail -1
   fi
 }
 
@@ -361,6 +527,8 @@ phase_up() {
   log "engine unit $tag, as rendered on this host"
   # a second start of the same mode (compile caches warm) keeps the first one's numbers
   serve_up "$XFER/stage$(stage_val serve_unit)" "$tag$([[ -f $RES/healthy-$tag.json ]] && echo -again)" || return 1
+  multi && grep -hoE "nRanks [0-9]+ nNodes [0-9]+ localRanks [0-9]+|Using network [A-Za-z]+|NET/Socket : Using \[[0-9]+\][a-z0-9]+|via NET/[A-Za-z]+" \
+    "$RES"/serve-"$tag"*.log /var/lib/llmfleet/ray/session_latest/logs/worker*.out 2>/dev/null | sort | uniq -c | sort -rn | tee "$RES/nccl-lines-$tag.txt"
   timeout 90 "$(stage_val venv)/bin/python" -c "
 import ray, json; ray.init(address='$(stage_val ray_address)', logging_level='ERROR', log_to_driver=False)
 print(json.dumps({'nodes': [n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']], 'cluster_gpus': ray.cluster_resources().get('GPU'),
@@ -371,8 +539,8 @@ phase_validate() {
   log "playbooks/validate.yml (local connection, no systemd: unit_exec.py answers is-active/list-units)"
   local t0 tag dir; t0=$(now); tag=$(mode_tag); dir=$RES/validate-$tag
   mkdir -p "$dir"
-  ansible_run playbooks/validate.yml -i inventories/gpu-host \
-    -e '{"validate_systemctl": ["'"$PY"'", "'"$REPO"'/tests/gpu/unit_exec.py"]}' \
+  ansible_run playbooks/validate.yml -i "$INVENTORY" \
+    -e '{"validate_systemctl": ["'"$PY"'", "'"$REPO"'/tests/gpu/unit_exec.py"'"$(multi && echo ', "--node", "{{ inventory_hostname }}"')"']}' \
     -e validate_report_dir="$dir" -e validate_report_raw="$dir/validate-raw.json" > "$dir/validate.log" 2>&1
   local rc=$?
   "$PY" -c "import json; print('\n'.join(json.load(open('$dir/validate.json'))['lines']))" 2>/dev/null || tail -40 "$dir/validate.log"
@@ -384,9 +552,12 @@ phase_validate() {
 bench_run() {  # $1 = label (results in $RES/bench-LABEL/)
   local label=$1 t0 rc; t0=$(now)
   log "playbooks/bench.yml $label (vllm bench serve per level from the head, CSV + PNG)"
-  ansible_run playbooks/bench.yml -i inventories/gpu-host -e bench_plot_python="$PY" -e bench_results_dir="$RES/bench-$label" \
+  phase_metrics "$label-before"
+  ansible_run playbooks/bench.yml -i "$INVENTORY" -e bench_plot_python="$PY" -e bench_results_dir="$RES/bench-$label" \
     -e bench_label="$label" -e bench_concurrency="${SWEEP_CONC:-1,2,4,8,16,32}" > "$RES/bench-$label.log" 2>&1
   rc=$?
+  phase_metrics "$label-after"
+  cp "$RES/metrics-$label-before.txt" "$RES/metrics-$label-after.txt" "$RES/bench-$label/" 2>/dev/null
   grep -E 'concurrency|wrote|sweep.csv|FAILED|fatal' "$RES/bench-$label.log" | tail -20
   grep -E 'PLAY RECAP' -A2 "$RES/bench-$label.log"
   log "bench.yml $label rc=$rc in $("$PY" -c "print(round($(now) - $t0, 1))") s"
@@ -396,7 +567,11 @@ bench_run() {  # $1 = label (results in $RES/bench-LABEL/)
 phase_bench() { bench_run "$(mode_tag)"; }
 
 phase_down() {  # then what the Ray unit's ExecStop= (`ray stop`) ends under systemd
-  stop_pid "$XFER/serve.pid" 30; stop_pid "$XFER/ray.pid" 30
+  local f
+  stop_pid "$XFER/serve.pid" 30
+  for f in "$XFER"/serve-*.pid; do [[ -f $f ]] && stop_pid "$f" 20 && rm -f "$f"; done
+  stop_pid "$XFER/ray.pid" 30
+  for f in "$XFER"/ray-*.pid; do [[ -f $f ]] && stop_pid "$f" 30 && rm -f "$f"; done
   "$(stage_val venv)/bin/ray" stop --force >/dev/null 2>&1 || true
 }
 

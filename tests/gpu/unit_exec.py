@@ -8,6 +8,9 @@
   unit_exec.py is-active UNIT                             as `systemctl is-active UNIT`
   unit_exec.py list-units [--all --plain --no-legend --type=service] PATTERN
                                                           as `systemctl list-units ...` (those flags' format)
+  unit_exec.py --node NODE ...                            the same for one emulated node of this machine
+                                                          (inventories/gpu-4node): each node's units are
+                                                          recorded apart, as each node's systemd would hold them
 
 The last two answer for the units this script started (each start records the unit's name, main
 PID and Description= in $UNIT_EXEC_STATE_DIR, default /run/llmfleet/units): a unit is active
@@ -159,8 +162,8 @@ def start(args):
     with open(args.pidfile, 'w') as f:
         f.write(str(proc.pid))
     name = unit_name(args.unit)
-    os.makedirs(STATE_DIR, exist_ok=True)
-    with open(os.path.join(STATE_DIR, name + '.json'), 'w') as f:
+    os.makedirs(state_dir(args.node), exist_ok=True)
+    with open(os.path.join(state_dir(args.node), name + '.json'), 'w') as f:
         json.dump({'unit': name, 'file': os.path.abspath(args.unit), 'pid': proc.pid,
                    'description': (unit_section(args.unit, 'Unit').get('Description') or [''])[-1],
                    'started_at': record['started_at']}, f)
@@ -196,16 +199,22 @@ def alive(pid):
         return False
 
 
-def unit_states(pattern='*'):
+def state_dir(node=''):
+    """Where the units of this machine (or of its emulated node ``node``) are recorded."""
+    return os.path.join(STATE_DIR, 'nodes', node) if node else STATE_DIR
+
+
+def unit_states(pattern='*', node=''):
     """[(name, active, sub, description)] of the units started here whose name matches ``pattern``."""
     out = []
-    if not os.path.isdir(STATE_DIR):
+    directory = state_dir(node)
+    if not os.path.isdir(directory):
         return out
-    for fname in sorted(os.listdir(STATE_DIR)):
+    for fname in sorted(os.listdir(directory)):
         if not fname.endswith('.json'):
             continue
         try:
-            with open(os.path.join(STATE_DIR, fname)) as f:
+            with open(os.path.join(directory, fname)) as f:
                 rec = json.load(f)
         except (OSError, ValueError):
             continue
@@ -219,20 +228,21 @@ def unit_states(pattern='*'):
 
 def is_active(args):
     name = args.unit[:-len('.service')] if args.unit.endswith('.service') else args.unit
-    states = [s for s in unit_states(name) if s[0] == name]
+    states = [s for s in unit_states(name, args.node) if s[0] == name]
     state = states[0][1] if states else 'inactive'
     print(state)
     return 0 if state == 'active' else 3
 
 
 def list_units(args):
-    for name, active, sub, desc in unit_states(args.pattern or '*'):
+    for name, active, sub, desc in unit_states(args.pattern or '*', args.node):
         print('%s.service loaded %s %s %s' % (name, active, sub, desc))
     return 0
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--node', default='', help='the emulated node whose units to start or report')
     sub = ap.add_subparsers(dest='cmd', required=True)
     s = sub.add_parser('start')
     s.add_argument('unit')

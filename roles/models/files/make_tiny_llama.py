@@ -5,7 +5,7 @@
 
 Usage:
   make_tiny_llama.py OUTDIR [--seed 0] [--hidden 128] [--layers 4] [--heads 4] [--kv-heads 2]
-                            [--vocab 512] [--max-pos 512] [--no-think]
+                            [--vocab 512] [--max-pos 512] [--no-think] [--intermediate 2*hidden]
 
 What it writes to OUTDIR (the same bytes for the same arguments and library versions):
   config.json, generation_config.json, model.safetensors      (LlamaForCausalLM, float32)
@@ -89,7 +89,7 @@ def build_tokenizer(vocab_size: int, think: bool = True):
 
 
 def make(outdir: Path, seed: int, hidden: int, layers: int, heads: int, kv_heads: int,
-         vocab: int, max_pos: int, think: bool = True) -> dict:
+         vocab: int, max_pos: int, think: bool = True, intermediate: int = 0) -> dict:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
@@ -111,7 +111,7 @@ def make(outdir: Path, seed: int, hidden: int, layers: int, heads: int, kv_heads
     config = LlamaConfig(
         vocab_size=tok.get_vocab_size(),
         hidden_size=hidden,
-        intermediate_size=hidden * 2,
+        intermediate_size=intermediate or hidden * 2,
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
@@ -161,10 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--vocab", type=int, default=512)
     ap.add_argument("--max-pos", type=int, default=512)
+    ap.add_argument("--intermediate", type=int, default=0,
+                    help="MLP width (default 2 x hidden); a real model's shape, e.g. Llama-3.2-1B: "
+                         "--hidden 2048 --layers 16 --heads 32 --kv-heads 8 --intermediate 8192")
     ap.add_argument("--no-think", dest="think", action="store_false",
                     help="leave <think>/</think> out of the vocabulary")
     a = ap.parse_args(argv)
-    info = make(a.outdir, a.seed, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.max_pos, a.think)
+    info = make(a.outdir, a.seed, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.max_pos, a.think,
+                a.intermediate)
     json.dump(info, sys.stdout, indent=1)
     print()
     return 0

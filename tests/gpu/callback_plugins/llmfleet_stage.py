@@ -37,24 +37,29 @@ class CallbackModule(CallbackBase):
     def __init__(self):
         super().__init__()
         self.root = os.environ.get('LLMFLEET_STAGE_DIR', '')
-        self.manifest = {'files': [], 'facts': {}}
+        # several inventory hosts (emulated nodes of one machine): each host's files under <root>/<host>/
+        self.per_host = os.environ.get('LLMFLEET_STAGE_PER_HOST', '') == '1'
+        self.manifest = {'files': [], 'facts': {}, 'hosts': {}}
 
-    def _write(self, path, text, task):
-        dest = os.path.join(self.root, path.lstrip('/'))
+    def _write(self, path, text, task, host=''):
+        root = os.path.join(self.root, host) if self.per_host and host else self.root
+        dest = os.path.join(root, path.lstrip('/'))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         with open(dest, 'w') as f:
             f.write(text)
-        self.manifest['files'].append({'path': path, 'task': task, 'bytes': len(text)})
+        self.manifest['files'].append({'path': path, 'task': task, 'bytes': len(text), 'host': host})
 
     def v2_runner_on_ok(self, result):
         if not self.root:
             return
         res = result._result
         task = result._task.get_name()
+        host = result._host.get_name()
         if task.startswith('Stage: ') and 'ansible_facts' not in res:
             for key, value in res.items():
                 if not key.startswith('_') and key not in ('changed', 'failed'):
                     self.manifest['facts'][key] = value
+                    self.manifest['hosts'].setdefault(host, {})[key] = value
         diffs = res.get('diff') or []
         if isinstance(diffs, dict):
             diffs = [diffs]
@@ -71,11 +76,11 @@ class CallbackModule(CallbackBase):
             if '/.ansible/tmp/' in header or 'ansible-local-' in header or not header.startswith('/'):
                 header = diff.get('before_header') or ''
             if isinstance(after, str) and after and header.startswith('/'):
-                self._write(header, after, task)
+                self._write(header, after, task, host)
         if res.get('unit') and 'env_dir' in args and args.get('state') in ('started', 'restarted'):
             from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_unit
             env_path = os.path.join(args['env_dir'], args['name'] + '.env')
-            self._write(env_path, serve_unit.render_env(dict(args.get('env') or {})), task)
+            self._write(env_path, serve_unit.render_env(dict(args.get('env') or {})), task, host)
 
     def v2_playbook_on_stats(self, stats):
         if not self.root:
