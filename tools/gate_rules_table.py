@@ -24,13 +24,17 @@ from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks 
 CHECK_TEXT = {
     "ray_head": "exactly one host in ray_head per cluster (llmfleet_cluster); serve_nodes are Ray nodes",
     "fabric_ip": "llmfleet_fabric_ip set, a plain IPv4 (no prefix, not multicast/unspecified/broadcast/reserved), "
-                 "unique",
-    "gpu_arch": "llmfleet_gpu_arch set, known, and matching the platform group (gb10 = sm_121, thor = sm_110)",
+                 "unique, not another host's management address (ansible_host)",
+    "gpu_arch": "llmfleet_gpu_arch set, known, and matching the platform group (gb10 = sm_121, thor = sm_110, hopper = "
+                "sm_90: module_utils/platforms.py)",
     "engine_profile": "llmfleet_engine supported; llmfleet_serve_profile exists (shipped or in "
                       "llmfleet_serve_profiles_extra, resolved and validated like the serve role does), not "
-                      "abstract, for that engine, one per serving group",
-    "parallelism": "TP x PP (inventory or profile) equals the serving group's GPUs",
-    "versions": "llmfleet_release and every *version*/*_release pin identical across a serving group",
+                      "abstract, for that engine, one per serving group; each group of llmfleet_serve_groups "
+                      "names a profile that resolves, and the groups pass the plan's own serve_groups.plan (hosts, "
+                      "engine, port, unit, release)",
+    "parallelism": "TP x PP (inventory or profile) equals the GPUs of each serving group (every group of "
+                   "llmfleet_serve_groups, else the cluster's one group)",
+    "versions": "llmfleet_release and every *version*/*_release pin identical across each serving group",
 }
 OUT = os.path.join(ROOT, "docs", "gate-rules.md")
 README = os.path.join(ROOT, "README.md")

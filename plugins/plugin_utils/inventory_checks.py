@@ -49,7 +49,7 @@ GROUP_PLATFORM: dict[str, str] = {g: _platforms.PLATFORMS[g]["title"] for g in _
 HEAD, WORKERS, SERVE = "ray_head", "ray_workers", "serve_nodes"
 FABRIC_FIX = "give each host its own data-plane IPv4 (the QSFP address)"
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
-EXTRAS_VAR = "llmfleet_serve_profiles_extra"
+EXTRAS_VAR = gate_rules.EXTRAS_VAR
 GROUPS_VAR = "llmfleet_serve_groups"
 # Variables the checks need as values: a template that cannot be evaluated on the controller is a
 # finding of the check that owns the variable (and the variable counts as unset elsewhere).

@@ -212,3 +212,24 @@ def test_summary_names_count_build_and_warnings():
     result = {"flags": ["--a", "--b"], "warnings": ["w1", "w2"]}
     assert flagcheck.summary_message("vllm", "0.32.0", result) == "2 flags known to vllm 0.32.0; warnings: w1; w2"
     assert flagcheck.summary_message("vllm", "0.32.0", dict(result, warnings=[])) == "2 flags known to vllm 0.32.0"
+
+
+# ------------------------------------------------------------------------------------------------
+# value ranges (flagcheck.VALUE_RANGES): a share of the GPU memory is above 0 and at most 1
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("build, engine, args, error", [
+    ("vllm-0.33.0", "vllm", "--gpu-memory-utilization 0.9", None),
+    ("vllm-0.33.0", "vllm", "--gpu-memory-utilization 1", None),
+    ("vllm-0.33.0", "vllm", "--gpu-memory-utilization 1.5", "--gpu-memory-utilization 1.5 is outside 0 < x <= 1"),
+    ("vllm-0.33.0", "vllm", "--gpu-memory-utilization=0", "--gpu-memory-utilization 0 is outside 0 < x <= 1"),
+    ("vllm-0.33.0", "vllm", "--gpu-memory-utilization most", "--gpu-memory-utilization most is not a number"),
+    ("sglang-0.5.23", "sglang", "--mem-fraction-static 0.85", None),
+    ("sglang-0.5.23", "sglang", "--mem-fraction-static 1.2", "--mem-fraction-static 1.2 is outside 0 < x <= 1"),
+])
+def test_value_ranges(build, engine, args, error):
+    launcher = "vllm serve m" if engine == "vllm" else "python -m sglang.launch_server --model-path m"
+    result = flagcheck.check_argv(argv(f"{launcher} {args}"), HELP[build], engine, build.split("-", 1)[1])
+    if error is None:
+        assert result["ok"], result["errors"]
+    else:
+        assert not result["ok"] and any(error in e for e in result["errors"]), result["errors"]
