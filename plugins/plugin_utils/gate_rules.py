@@ -541,16 +541,16 @@ EXTRAS_VAR = "llmfleet_serve_profiles_extra"
 # Values every rank of a serving group opens or dials alike: with the Ray backend the head's paths are
 # used on every node (Ray starts the workers with them); with mp/native each rank renders its own, and
 # a rank whose model, venv, libraries or rendezvous port differ fails to load or to meet its peers.
-GROUP_SAME: dict[str, str] = {
-    "common_prefix": "the prefix of the venvs, models and libraries",
-    "models_dir": "where the weights are put on each node",
-    "serve_models_dir": "the model path the ranks open",
-    "serve_venv": "the engine venv the ranks run",
-    "serve_lib_dir": "the launcher the ranks run",
-    "ray_node_venv": "the Python of the Ray workers",
-    "nccl_prefix": "the NCCL library the ranks load",
-    "serve_master_port": "the rendezvous port the ranks meet on",
-}
+GROUP_SAME: tuple[tuple[str, str], ...] = (
+    ("common_prefix", "the prefix of the venvs, models and libraries"),
+    ("models_dir", "where the weights are put on each node"),
+    ("serve_models_dir", "the model path the ranks open"),
+    ("serve_venv", "the engine venv the ranks run"),
+    ("serve_lib_dir", "the launcher the ranks run"),
+    ("ray_node_venv", "the Python of the Ray workers"),
+    ("nccl_prefix", "the NCCL library the ranks load"),
+    ("serve_master_port", "the rendezvous port the ranks meet on"),
+)
 # Address and network values, each parsed: (variable, what it holds, whether a network is allowed).
 NETWORK_VARS: tuple[tuple[str, str, bool], ...] = (
     ("serve_allow", "the networks admitted to the OpenAI API port", True),
@@ -771,7 +771,7 @@ def rule_engine_flags(ctx: GateContext) -> t.Iterator[Finding]:
 
 def rule_group_values(ctx: GateContext) -> t.Iterator[Finding]:
     for cluster, group, _name, _profile in ctx.groups:
-        for var, what in GROUP_SAME.items():
+        for var, what in GROUP_SAME:
             values = {h: ctx.value(h, var) for h in group.hosts}
             shown = {h: ("<role default>" if v is UNSET else str(v)) for h, v in values.items()}
             by_value: dict[str, list[str]] = {}
