@@ -819,6 +819,8 @@ def _address_problem(item: t.Any, network: bool) -> str:
 
 # --------------------------------------------------------------------------- monitoring (issue 40)
 PREFLIGHT_MIN_DISK_GB = 50  # roles/preflight/defaults/main.yml
+
+
 def _monitoring_ports(ctx: GateContext, host: str, server: bool) -> dict[int, str]:
     ports = {}
     for name in (("monitoring_node_exporter_port", "monitoring_prometheus_port") if server
