@@ -37,7 +37,6 @@ class Unevaluated:
         return f"<unevaluated {self.raw!r}>"
 
 
-
 # --------------------------------------------------------------------------- results
 @dataclasses.dataclass
 class Finding:

@@ -635,7 +635,7 @@ def group_layout(ctx: GateContext, group: t.Any, profile: t.Mapping[str, t.Any])
 
 def rule_tp_transport(ctx: GateContext) -> t.Iterator[Finding]:
     from ansible_collections.llmfleet.cluster.plugins.module_utils import planner  # pure
-    for cluster, group, name, profile in ctx.groups:
+    for cluster, group, _name, profile in ctx.groups:
         if _device(profile) == "cpu" or len(group.hosts) < 2:
             continue  # gloo over TCP (the CPU build) has no transport rule; one node has no fabric in between
         tp, pp, overrides = _sizes(ctx, group.hosts[0], profile)

@@ -94,7 +94,6 @@ def is_wanted_var(name: str) -> bool:
     return name.startswith("llmfleet_") or is_pin_var(name) or name in ("ansible_host", "ansible_connection")
 
 
-
 def _int_value(value: t.Any) -> int | None:
     """A positive int from an int or a digit string (extra vars arrive as strings)."""
     if isinstance(value, bool):
@@ -684,7 +683,7 @@ def check_versions(inv: _Inventory) -> CheckResult:
     fix = "pin one value for the whole serving group (group_vars), not per host"
     details = []
     for cluster, group in ((c, g) for c in inv.clusters for g in inv.serving_groups(c)):
-        how, hosts = group.how, group.hosts
+        hosts = group.hosts
         names = sorted({n for h in hosts for n in (inv.hostvars.get(h) or {}) if is_pin_var(n)})
         differing = 0
         for name in names:
@@ -710,7 +709,8 @@ def check_versions(inv: _Inventory) -> CheckResult:
                     f"{_render_values(values)}", fix, tuple(hosts), name,
                     {h: _jsonable(v) for h, v in values.items()}))
         if not differing:
-            details.append(f"{cluster if group.name is None else cluster + '/' + group.name}: {len(names)} pinned var{'s' if len(names) != 1 else ''} on {_names(hosts)}")
+            where = cluster if group.name is None else f"{cluster}/{group.name}"
+            details.append(f"{where}: {len(names)} pinned var{'s' if len(names) != 1 else ''} on {_names(hosts)}")
     res.details = "; ".join(details)
     return res
 
