@@ -442,7 +442,11 @@ def _resolve_profile(inv: _Inventory, hosts: t.Sequence[str],
     if not isinstance(name, str) or profiles is None:
         return name if isinstance(name, str) else None, None
     data = profiles.get(name)
-    return name, data if isinstance(data, t.Mapping) and not _is_abstract(name, data) else None
+    if not isinstance(data, t.Mapping) or _is_abstract(name, data):
+        return name, None
+    # a shipped profile flattened like an inventory one (its extends chain and engine base), where it
+    # resolves; as written where it does not (that is the engine_profile check's finding)
+    return name, resolve_extra(profiles, {}, name)[0] or data
 
 
 def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None, profiles_location: str,
