@@ -111,3 +111,43 @@ def test_a_broken_inventory_fails_naming_it(bin_dir, tmp_path):
     assert contacts == ""
     assert any(line.startswith("inventory lab-broken: FAIL spark1, spark2, thor1, thor2: llmfleet_serve_profile "
                                "'nemotron-super-nvfp4-pp4' does not exist") for line in problems), problems
+
+
+def test_several_mistakes_stop_together_each_named(bin_dir, tmp_path):
+    """A copy of inventories/lab with five of the mistakes the gate's mutation test makes one at a time
+    (test_gate_mutations.py), all at once, through ansible-playbook: one run lists every one of them
+    (host, variable, value, cause) before it stops, and contacts no host."""
+    broken = tmp_path / "lab-mistakes"
+    shutil.copytree(INVENTORIES / "lab", broken)
+    all_yml = broken / "group_vars" / "all.yml"
+    text = all_yml.read_text()
+    assert "llmfleet_serve_profile: nemotron-super-nvfp4-vllm-pp4\n" in text
+    all_yml.write_text(text.replace("llmfleet_serve_profile: nemotron-super-nvfp4-vllm-pp4\n", "") + """
+llmfleet_serve_profile: site-pp4
+llmfleet_serve_profiles_extra:
+  site-pp4:
+    extends: nemotron-super-nvfp4-vllm-pp4
+    args:
+      --gpu-memory-utilisation: 0.8
+    model_facts:
+      params: 2000000000000
+      weight_bits: 16
+serve_allow: [10.0.0.0/33]
+""")
+    (broken / "host_vars").mkdir()
+    (broken / "host_vars" / "thor2.yml").write_text("models_dir: /srv/models\n")
+    hosts = broken / "hosts.yml"
+    text = hosts.read_text()
+    assert "ansible_host: 10.0.0.22\n          llmfleet_fabric_ip: 10.0.0.22" in text
+    hosts.write_text(text.replace("ansible_host: 10.0.0.22\n          llmfleet_fabric_ip: 10.0.0.22",
+                                  "ansible_host: 10.0.0.22\n          llmfleet_fabric_ip: 10.0.0.26"))
+    rc, out, contacts, _seconds = run_gate([broken], bin_dir, tmp_path)
+    problems = gate_problems(broken.name, rc, out, contacts)
+    assert rc == 2 and contacts == "", out[-3000:]
+    for words in ("unknown flag --gpu-memory-utilisation",  # the inventory profile's misspelled flag
+                  "profile 'site-pp4' does not fit",  # its model on the nodes' memory
+                  "serve_allow holds '10.0.0.0/33', which does not parse",
+                  "thor2: models_dir differs across",
+                  "FAIL spark2: llmfleet_fabric_ip '10.0.0.26' is thor2's management address (ansible_host)"):
+        assert any(words in line for line in problems), f"{words!r} not in:\n" + "\n".join(problems)
+    assert not any("subnets" in line for line in problems), problems
