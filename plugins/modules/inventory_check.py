@@ -17,27 +17,33 @@ description:
     every C(serve_nodes) host is a Ray node.
   - Every Ray node and serving host has a C(llmfleet_fabric_ip) that is a usable IPv4 address (not
     multicast, unspecified or reserved; no prefix length), unique across the
-    whole inventory. Link-local (169.254/16) is accepted for the fabric (a direct cable, as NVIDIA's
+    whole inventory, and not another host's management address (C(ansible_host)). Link-local (169.254/16) is accepted for the fabric (a direct cable, as NVIDIA's
     two-Spark setup uses); a loopback address only in a cluster of one host (not 127.0.0.1, which Ray
     rewrites).
   - Every fleet host (Ray groups, C(serve_nodes), C(gb10), C(thor)) declares a known
-    C(llmfleet_gpu_arch), consistent with its platform group (C(gb10) is sm_121, C(thor) is sm_110).
+    C(llmfleet_gpu_arch), consistent with its platform group (C(gb10) is sm_121, C(thor) is sm_110,
+    C(hopper) is sm_90: the platform facts of C(plugins/module_utils/platforms.py)).
   - C(llmfleet_engine) is C(vllm) or C(sglang); C(llmfleet_serve_profile), when set, names an existing
     profile (C(<collection>/profiles/<name>.yml)) whose C(engine) matches; engine and profile are the
     same across a serving group.
   - Tensor parallel x pipeline parallel size (C(llmfleet_tensor_parallel_size) /
     C(llmfleet_pipeline_parallel_size), else the profile's C(tensor_parallel_size) /
     C(pipeline_parallel_size)) equals the GPUs of the serving group (C(llmfleet_gpus_per_node), default
-    1, summed). The serving group is the cluster's C(serve_nodes) hosts if any, else its C(ray_head) and
-    C(ray_workers) hosts. Clusters that declare neither are not checked.
+    1, summed), for every serving group: each group of C(llmfleet_serve_groups) (with its own profile),
+    else the cluster's C(serve_nodes) hosts if any, else its C(ray_head) and C(ray_workers) hosts.
+    Clusters that declare neither are not checked.
   - Version pins are identical across a serving group - C(llmfleet_release), every variable whose name
     contains C(version) or ends in C(_release), and C(python_env_*pin*) variables (C(ansible_*) excluded).
     A variable whose template needs facts is compared as its raw template.
   - Then the rule table of C(plugins/plugin_utils/gate_rules.py) (listed in C(docs/gate-rules.md)) - every
     variable the inventory sets for a role against that role's C(meta/argument_specs.yml), absolute node
     paths, safe names, numeric ranges, management vs fabric addresses, one fabric subnet and one MTU per
-    cluster, port collisions per node, engine / python_env variant / profile / release agreement.
-    Profiles in C(llmfleet_serve_profiles_extra) are resolved and validated like shipped ones.
+    cluster, port collisions per node, engine / python_env variant / profile / release agreement; per
+    serving group, with the plan's own functions, GPUs per node within the platform's, TP across nodes
+    only over RoCE, the memory fit of the model, its rendered command against the captured C(--help) of
+    the engine version its variant pins (C(engine_help/)), paths and ports its ranks share; addresses
+    and networks parse. Profiles in C(llmfleet_serve_profiles_extra) are resolved and validated like
+    shipped ones.
   - All problems are collected and reported together, one line each naming the host(s), the variable,
     its value and the fix; then the task fails. On success, RV(lines) has one line per check.
 version_added: "0.1.0"
