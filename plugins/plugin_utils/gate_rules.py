@@ -797,6 +797,8 @@ def rule_networks(ctx: GateContext) -> t.Iterator[Finding]:
             if items is None:
                 continue  # not a list: the role_args rule says so
             for item in items:
+                if not network and isinstance(item, str) and not re.fullmatch(r"[0-9.]+", item.strip()):
+                    continue  # a bind address may be a host name; only what is written as an address must be one
                 problem = _address_problem(item, network)
                 if problem:
                     yield Finding(host, f"{var} holds {_show(item)}, which {problem}: it is {what}",

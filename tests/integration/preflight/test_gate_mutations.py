@@ -403,6 +403,11 @@ def model_dir_differs(f: Fleet):
     return host, "models_dir"
 
 
+def two_networks_in_one_entry(f: Fleet):
+    f.set(f.head(), "serve_allow_extra", ["192.168.1.0/24, 10.8.0.0/16"])  # one string, not a list of two
+    return f.head(), "serve_allow_extra"
+
+
 def monitoring_elsewhere(f: Fleet):
     f.set_all("monitoring_server", "no-such-node")
     return f.head(), "monitoring_server"
@@ -450,6 +455,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              says="is outside 0 < x <= 1"),
     Mutation("group_values", "one rank's models_dir differs", model_dir_differs),
     Mutation("networks", "serve_allow 10.0.0.0/33", allow_list_typo, says="does not parse"),
+    Mutation("networks", "two networks in one serve_allow_extra entry", two_networks_in_one_entry,
+             says="does not parse"),
     Mutation("monitoring", "monitoring_server names no node of the cluster", monitoring_elsewhere),
 )
 
