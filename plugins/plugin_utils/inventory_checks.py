@@ -766,7 +766,14 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
                                  {h: p for h in inv.members if (p := resolve_full(inv, h, profiles)) is not None},
                                  patches or {}, variant_dirs or {}, planned_groups(inv, profiles), engine_help)
     for rule in gate_rules.RULES:
-        checks.append(CheckResult(rule.key, rule.title, list(rule.func(ctx))))
+        try:
+            findings = list(rule.func(ctx))
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # a value no rule foresaw must not hide the other rules' findings: this one fails, named
+            findings = [Finding("inventory", f"the gate's rule {rule.key} could not run: {type(exc).__name__}: {exc}",
+                                "report this with the inventory (plugin_utils/gate_rules.py); the other findings "
+                                "stand", (), rule.key, None)]
+        checks.append(CheckResult(rule.key, rule.title, findings))
     unevaluated: dict[str, list[Finding]] = {c.key: [] for c in checks}
     for host in inv.sort(hostvars):
         for name, key in CORE_VARS.items():

@@ -398,3 +398,21 @@ def test_custom_known_archs_and_engines():
 ])
 def test_is_pin_var(name, pin):
     assert is_pin_var(name) is pin
+
+
+def test_a_rule_that_raises_is_a_finding_and_the_others_still_report(monkeypatch):
+    """Every finding is listed before the run stops: a rule that meets a value it did not foresee fails
+    as one finding of its own instead of hiding the rest."""
+    from ansible_collections.llmfleet.cluster.plugins.plugin_utils import gate_rules
+
+    def broken(_ctx):
+        raise KeyError("surprise")
+    rules = tuple(gate_rules.Rule(r.key, r.title, r.checks, broken if r.key == "mtu" else r.func)
+                  for r in gate_rules.RULES)
+    monkeypatch.setattr(gate_rules, "RULES", rules)
+    hostvars, groups = fleet(hosts={"spark2": {"llmfleet_fabric_ip": "10.0.0.11"}})
+    report = check_inventory(hostvars, groups, profiles=PROFILES)
+    lines = report.lines()
+    assert not report.ok
+    assert any(line.startswith("FAIL inventory: the gate's rule mtu could not run: KeyError") for line in lines), lines
+    assert any("duplicates spark1's" in line for line in lines), lines
