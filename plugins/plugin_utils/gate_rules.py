@@ -784,7 +784,7 @@ def rule_group_values(ctx: GateContext) -> t.Iterator[Finding]:
             yield Finding(_names(odd), f"{var} differs across {group.label(cluster)} ("
                           + ", ".join(f"{h}={v}" for h, v in shown.items()) + f"): it is {what}, and every rank "
                           "must find it at the same place", f"set one {var} for the serving group (group_vars)",
-                          odd, var, {h: v for h, v in shown.items()})
+                          odd, var, dict(shown))
 
 
 def rule_networks(ctx: GateContext) -> t.Iterator[Finding]:
