@@ -21,6 +21,11 @@ Jobs:
 import re
 
 JOBS = ('engine', 'ray', 'node', 'prometheus')
+# SGLang's /metrics names its series sglang:<name> in the text format but sglang_<name> in the
+# OpenMetrics one, which Prometheus asks for first (seen with SGLang 0.5.21, prometheus_client 0.26;
+# vLLM keeps its colon in both): the engine job names them as SGLang documents them, in both cases.
+ENGINE_METRIC_RELABEL = [{'source_labels': ['__name__'], 'regex': 'sglang_(.+)', 'target_label': '__name__',
+                          'replacement': 'sglang:$1'}]
 
 
 class MonitoringError(ValueError):
@@ -102,8 +107,12 @@ def scrape_configs(plans, server, prometheus_port=9090, node_exporter_port=9100,
     server_labels = {'cluster': name, 'node': server}
     jobs = [('engine', engine), ('ray', ray), ('node', node),
             ('prometheus', [{'targets': [_target('127.0.0.1', prometheus_port)], 'labels': server_labels}])]
-    return [{'job_name': job, 'scrape_interval': interval, 'scrape_timeout': timeout,
-             'static_configs': static} for job, static in jobs if static]
+    configs = [{'job_name': job, 'scrape_interval': interval, 'scrape_timeout': timeout,
+                'static_configs': static} for job, static in jobs if static]
+    for config in configs:
+        if config['job_name'] == 'engine':
+            config['metric_relabel_configs'] = [dict(r) for r in ENGINE_METRIC_RELABEL]
+    return configs
 
 
 def unit_include(plan):

@@ -53,6 +53,10 @@ def test_every_engine_ray_and_node_target_labelled():
     assert job(configs, "prometheus")["static_configs"] == [
         {"targets": ["127.0.0.1:9090"], "labels": {"cluster": "sim", "node": "spark1"}}]
     assert all(c["scrape_interval"] == "10s" for c in configs)
+    # SGLang's OpenMetrics names (sglang_x) become the documented sglang:x; nothing else is renamed
+    assert job(configs, "engine")["metric_relabel_configs"] == [
+        {"source_labels": ["__name__"], "regex": "sglang_(.+)", "target_label": "__name__", "replacement": "sglang:$1"}]
+    assert all("metric_relabel_configs" not in c for c in configs if c["job_name"] != "engine")
 
 
 def test_sglang_without_enable_metrics_has_no_engine_target():
@@ -93,3 +97,38 @@ def test_retention_bytes(size, expected):
 def test_retention_bytes_refuses_what_prometheus_would(size):
     with pytest.raises(mon.MonitoringError, match="not a size Prometheus reads"):
         mon.retention_bytes(size)
+
+
+def _dashboard_tool():
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "tools", "monitoring", "make_dashboard.py")
+    spec = importlib.util.spec_from_file_location("make_dashboard", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_dashboard_is_what_its_table_generates():
+    """docs/monitoring/llmfleet-dashboard.json is tools/monitoring/make_dashboard.py's output, every
+    panel queries the Prometheus data source input, and the recordings it reads are in the shipped rules."""
+    import json
+    import os
+    import yaml
+    tool = _dashboard_tool()
+    with open(os.path.normpath(tool.OUT), encoding="utf-8") as fh:
+        committed = fh.read()
+    assert committed == json.dumps(tool.dashboard(), indent=2) + "\n", "run tools/monitoring/make_dashboard.py"
+    rules = os.path.join(os.path.dirname(os.path.normpath(tool.OUT)), "..", "..", "roles", "monitoring", "files",
+                         "llmfleet-rules.yml")
+    with open(rules, encoding="utf-8") as fh:
+        recorded = {r["record"] for g in yaml.safe_load(fh)["groups"] for r in g["rules"] if "record" in r}
+    dash = json.loads(committed)
+    used = set()
+    for panel in dash["panels"]:
+        for target in panel.get("targets", []):
+            assert target["datasource"] == {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
+            assert 'cluster="$cluster"' in target["expr"]
+            used |= {w for w in target["expr"].replace("{", " ").replace("(", " ").split() if w.startswith("llmfleet:")}
+    assert used and used <= recorded, used - recorded
+    assert dash["__inputs"][0]["name"] == "DS_PROMETHEUS"
