@@ -10,10 +10,10 @@ from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_impor
 summary = lazy_import.module_utils('summary')
 
 
-def deploy_summary(nodes, endpoints, api_key_file=None, ray=None):
+def deploy_summary(nodes, endpoints, api_key_file=None, ray=None, prometheus_url=None):
     try:
         return summary.summary_lines(dict(nodes), endpoints, api_key_file or None,
-                                     dict(ray) if ray else None)
+                                     dict(ray) if ray else None, prometheus_url or None)
     except (summary.SummaryError, TypeError) as exc:
         raise AnsibleFilterError('deploy_summary: %s' % exc)
 

@@ -66,11 +66,12 @@ def python_lines(ep, api_key_file=None, prompt='Hello'):
     ])
 
 
-def summary_lines(nodes, endpoints, api_key_file=None, ray=None):
+def summary_lines(nodes, endpoints, api_key_file=None, ray=None, prometheus_url=None):
     """All summary lines.
 
     nodes: {host: node identity dict}; endpoints: [{url, model, engine, backend, nodes, tp, pp}];
-    api_key_file: path on the controller or empty (no key); ray: ray_cluster_info's result or None.
+    api_key_file: path on the controller or empty (no key); ray: ray_cluster_info's result or None;
+    prometheus_url: the cluster's Prometheus (the monitoring role), or None where it runs none.
     """
     if not isinstance(endpoints, list):
         raise SummaryError('endpoints must be a list of dicts, got %r' % (endpoints,))
@@ -81,6 +82,9 @@ def summary_lines(nodes, endpoints, api_key_file=None, ray=None):
             ray.get('cpus'), ray.get('gpus')))
     lines += [endpoint_line(ep) for ep in endpoints]
     lines.append('API key file: %s' % (api_key_file or 'none (the endpoint takes no key)'))
+    if prometheus_url:
+        url = prometheus_url.rstrip('/')
+        lines.append('Prometheus: %s (targets %s/targets, alerts %s/alerts)' % (url, url, url))
     if endpoints:
         # unindented: the commands work when pasted (a here-document's EOF must start the line)
         lines.append('Try it with curl:')

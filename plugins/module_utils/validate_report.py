@@ -452,6 +452,47 @@ def _serve_checks(cl, out):
     return smoke
 
 
+def _monitoring_checks(cl, smoke, out):
+    """The cluster's Prometheus (roles/monitoring): every scrape target up (asked on the Ray head's
+    play), and the engine counter that the smoke completions moved (asked around them)."""
+    if not cl.params.get('monitoring'):
+        return
+    prom = cl.res(cl.head, 'monitoring') if cl.head else None
+    if prom is None:
+        out.append(check(FAIL, cl.target, 'scrape targets', 'Prometheus was not asked (Ray head %s unreachable?)' % cl.head))
+    elif prom.get('error') or not prom.get('targets'):
+        out.append(check(FAIL, cl.target, 'scrape targets', '%s: %s; fix: ansible-playbook playbooks/monitoring.yml '
+                         '(or -e validate_monitoring=false where the cluster runs no Prometheus)'
+                         % (prom.get('url') or '?', prom.get('error') or 'no targets')))
+    else:
+        targets = prom['targets']
+        down = [t for t in targets if t.get('health') != 'up']
+        jobs = {}
+        for t in targets:
+            jobs[t.get('job')] = jobs.get(t.get('job'), 0) + 1
+        counts = ', '.join('%s %d' % (j, n) for j, n in sorted(jobs.items()))
+        if down:
+            out.append(check(FAIL, cl.target, 'scrape targets', '%d of %d down at %s: %s' % (
+                len(down), len(targets), prom.get('url'), '; '.join('%s %s (%s): %s' % (
+                    t.get('job'), t.get('instance'), t.get('node') or '?', t.get('error') or t.get('health')) for t in down))))
+        else:
+            out.append(check(PASS, cl.target, 'scrape targets', 'all %d up at %s (%s)' % (len(targets), prom.get('url'), counts)))
+    if not smoke or not smoke.get('ok'):
+        return  # the smoke line says why; nothing was sent to move a counter
+    counter = cl.res(cl.serving[0], 'counter') if cl.serving else None
+    if counter is None:
+        out.append(check(FAIL, cl.target, 'engine counter', 'not read from Prometheus around the smoke completions'))
+        return
+    before, after = counter.get('before'), counter.get('after')
+    shown = ['none' if value is None else _fmt(_num(value)) for value in (before, after)]
+    detail = '%s: %s before the smoke, %s after' % (counter.get('query'), shown[0], shown[1])
+    if after is not None and _num(after) > _num(before):
+        out.append(check(PASS, cl.target, 'engine counter', detail))
+    else:
+        out.append(check(FAIL, cl.target, 'engine counter', detail + ' (%s); Prometheus does not see the engine: its '
+                         'engine target, or the API rank\'s /metrics' % (counter.get('error') or 'not moved')))
+
+
 def _topology(cl, coll, smoke):
     ray = _ray_result(cl) or {}
     alive = _alive_by_ip(ray)
@@ -509,6 +550,7 @@ def evaluate(raw):
         _env_consistency(cl, cluster_checks)
         coll = _collective_checks(cl, cluster_checks)
         smoke = _serve_checks(cl, cluster_checks)
+        _monitoring_checks(cl, smoke, cluster_checks)
         checks.extend(host_checks + cluster_checks)
         clusters.append(_topology(cl, coll, smoke))
     counts = {s: sum(1 for c in checks if c['status'] == s) for s in (PASS, WARN, FAIL)}

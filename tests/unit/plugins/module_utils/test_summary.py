@@ -46,6 +46,13 @@ def test_layout_one_line_per_node_and_endpoint():
     assert sum(line.startswith("Endpoint: ") for line in lines) == 2
     assert "API key file: /k/api key" in lines
     assert not any("[" == line[:1] or "\\n" in line for line in lines)
+    assert not any(line.startswith("Prometheus") for line in lines)
+
+
+def test_the_prometheus_url_when_the_cluster_runs_one():
+    lines = s.summary_lines(NODES, [EP], None, RAY, prometheus_url="http://10.231.0.11:9090/")
+    assert lines[lines.index("API key file: none (the endpoint takes no key)") + 1] == (
+        "Prometheus: http://10.231.0.11:9090 (targets http://10.231.0.11:9090/targets, alerts http://10.231.0.11:9090/alerts)")
 
 
 @pytest.mark.parametrize("key_file", ["/home/ops/.config/llmfleet/sim/api key", None])
