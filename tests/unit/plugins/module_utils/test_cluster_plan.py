@@ -171,3 +171,49 @@ def test_a_variants_dir_that_is_no_path_names_host_and_variable():
     with pytest.raises(cp.PlanError) as err:
         cp.host_plan("spark1", GROUPS, hostvars(spark1={"llmfleet_variants_dir": ["/a"]}), [], None, "cpu", None, "/c/v")
     assert "spark1: llmfleet_variants_dir ['/a'] is not a directory path" in str(err.value)
+
+
+# ---- node emulation: several inventory hosts on one machine (llmfleet_machine)
+ONE_MACHINE = {"all": {"llmfleet_machine": "gpu4", "llmfleet_gpus_per_node": 1}}
+
+
+@pytest.mark.parametrize("host, want", [
+    ("spark1", {"emulation.index": 0, "emulation.cuda_devices": [0], "emulation.env.CUDA_VISIBLE_DEVICES": "0",
+                "emulation.env.NCCL_HOSTID": "gpu4-spark1", "paths.config_dir": "/etc/llmfleet/nodes/spark1",
+                "env_files.comm": "/etc/llmfleet/nodes/spark1/comm.env", "ray_ports.node_manager_port": 6380,
+                "ray_ports.min_worker_port": 10002, "ray_ports.client_server_port": 10001}),
+    ("thor2", {"emulation.index": 3, "emulation.cuda_devices": [3], "emulation.env.NCCL_HOSTID": "gpu4-thor2",
+               "ray_ports.node_manager_port": 6680, "ray_ports.agent_ports": [6683, 6684, 6685],
+               "ray_ports.min_worker_port": 13002, "ray_ports.max_worker_port": 13999,
+               "ray_ports.client_server_port": 10001, "ray_ports.autoscaler_metrics_port": 44217}),
+])
+def test_an_emulated_node_gets_its_own_gpu_ports_and_config_dir(host, want):
+    plan = plan_of(host, **ONE_MACHINE)
+    for path, value in want.items():
+        assert dig(plan, path) == value, path
+
+
+def test_a_real_node_gets_no_emulation_and_the_default_ports():
+    plan = plan_of("thor2")
+    assert plan["emulation"] == {}
+    assert plan["paths"]["config_dir"] == "/etc/llmfleet"
+    assert plan["ray_ports"] == cp.DEFAULT_RAY_PORTS
+    # one host naming a machine of its own is a real node too
+    assert plan_of("thor2", thor2={"llmfleet_machine": "m"})["emulation"] == {}
+
+
+def test_the_emulation_adds_its_engine_flag_to_the_served_profile():
+    assert plan_of("spark1", **ONE_MACHINE)["serve"]["profile_spec"]["args"] == {"--disable-custom-all-reduce": True}
+    assert "args" not in plan_of("spark1")["serve"]["profile_spec"]
+
+
+@pytest.mark.parametrize("extra, words", [
+    (dict(ONE_MACHINE, spark2={"llmfleet_cuda_devices": [0]}), ["spark2", "llmfleet_cuda_devices", "[0]", "spark1"]),
+    (dict(ONE_MACHINE, spark2={"ray_node_node_manager_port": 6280}), ["spark2", "Ray ports 6380", "spark1"]),
+    (dict(ONE_MACHINE, thor1={"llmfleet_cuda_devices": "x"}), ["thor1", "llmfleet_cuda_devices", "'x'"]),
+])
+def test_colliding_emulated_nodes_are_refused_naming_both(extra, words):
+    with pytest.raises(cp.PlanError) as err:
+        plan_of("spark2" if "spark2" in extra else "thor1", **extra)
+    for word in words:
+        assert word in str(err.value)

@@ -403,3 +403,23 @@ def test_filters_work_in_a_playbook(tmp_path):
         'UCX_NET_DEVICES=mgbe0_0\n'
         'VLLM_HOST_IP=10.0.0.27\n'
     )
+
+
+def _lo_node(host, machine):
+    return {"fabric_ip": "127.0.0.%d" % (2 + int(host[-1])), "fabric_iface": "lo", "rdma_up_netdevs": [],
+            "nccl_ib_hca": "", "machine": machine,
+            "emulation_env": {"CUDA_VISIBLE_DEVICES": host[-1], "NCCL_HOSTID": "gpu4-" + host} if machine else {}}
+
+
+def test_emulated_nodes_of_one_machine_share_lo_and_keep_their_own_gpu_and_host_id():
+    facts = {h: _lo_node(h, "gpu4") for h in ("n0", "n1")}
+    env = ce.compute_comm_env(facts, ["n0", "n1"])
+    assert env["n1"]["NCCL_SOCKET_IFNAME"] == "lo" and env["n1"]["NCCL_IB_DISABLE"] == "1"
+    assert (env["n0"]["CUDA_VISIBLE_DEVICES"], env["n1"]["CUDA_VISIBLE_DEVICES"]) == ("0", "1")
+    assert env["n1"]["NCCL_HOSTID"] == "gpu4-n1" and env["n1"]["VLLM_HOST_IP"] == "127.0.0.3"
+
+
+def test_loopback_across_machines_is_refused():
+    facts = {h: _lo_node(h, "") for h in ("n0", "n1")}
+    with pytest.raises(ce.CommEnvError, match="loopback"):
+        ce.compute_comm_env(facts, ["n0", "n1"])

@@ -110,3 +110,14 @@ def test_plan_model_checks(fixture, profile, hosts, message):
 def test_plan_notes_native_multinode_needs_vllm_012():
     out = planner.plan(prof(backend="mp", device="cpu"), SIM)
     assert "vLLM native multi-node (mp backend) needs vLLM >= 0.12" in out["notes"]
+
+
+def test_tp_across_socket_nodes_only_where_the_inventory_allows_it():
+    """llmfleet_allow_tp_over_sockets (serve_overrides tp_over_sockets): a layout test on nodes without RoCE."""
+    prof = {"name": "tp2", "engine": "vllm", "tensor_parallel_size": 2, "pipeline_parallel_size": 1, "backend": "ray"}
+    hosts = [{"name": h, "gpu_arch": "sm_90", "gpus_per_node": 1, "transport": "socket"} for h in ("node1", "node2")]
+    with pytest.raises(planner.PlanError, match="needs RoCE"):
+        planner.plan(prof, hosts)
+    got = planner.plan(prof, hosts, {"tp_over_sockets": True})
+    assert got["cross_node_tp"] is True and got["tensor_parallel_size"] == 2
+    assert any("llmfleet_allow_tp_over_sockets" in note for note in got["notes"])

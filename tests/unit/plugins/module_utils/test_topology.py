@@ -48,3 +48,9 @@ FACTS = {
 def test_iface_and_prefix_for_ip(ip, iface, prefix):
     assert t.iface_for_ip(FACTS, ip) == iface
     assert t.prefix_for_ip(FACTS, ip, 24) == prefix
+
+
+def test_a_loopback_ip_without_interface_facts_is_on_lo():
+    """A host without iproute2 has empty network facts (the lent GPU machines): 127/8 is lo's all the same."""
+    assert t.iface_for_ip({}, "127.0.0.3") == "lo"
+    assert t.iface_for_ip({}, "10.0.0.3") == ""
