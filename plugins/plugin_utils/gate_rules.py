@@ -155,9 +155,15 @@ class GateContext:
     def cluster_hosts(self, cluster: str) -> list[str]:
         return self.inv.in_cluster(self.inv.members, cluster)
 
+    def machine(self, host: str) -> str:
+        """The machine `host` runs on: its llmfleet_machine (emulated nodes of one machine share it), else itself."""
+        value = self.set_value(host, "llmfleet_machine")
+        return value if isinstance(value, str) and value else host
+
     def one_host(self, host: str) -> bool:
-        """A cluster whose nodes are all one host (one member): loopback fabric is fine there."""
-        return len(self.cluster_hosts(self.inv.cluster.get(host, ""))) == 1
+        """A cluster whose nodes all run on one machine (one member, or emulated nodes naming the same
+        llmfleet_machine): loopback fabric is fine there, and only there."""
+        return len({self.machine(h) for h in self.cluster_hosts(self.inv.cluster.get(host, ""))}) == 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,7 +305,8 @@ def rule_fabric_address(ctx: GateContext) -> t.Iterator[Finding]:
             yield Finding(host, f"llmfleet_fabric_ip '{ip}' is a loopback address in cluster '{cluster}' of "
                           f"{len(ctx.cluster_hosts(cluster))} hosts ({_names(ctx.cluster_hosts(cluster))}): the "
                           "other nodes cannot reach it (loopback is accepted only where every node of the "
-                          "cluster is this one host)", "set it to the host's data-plane IPv4 (the QSFP address)",
+                          "cluster runs on this one machine: one host, or emulated nodes naming one llmfleet_machine)",
+                          "set it to the host's data-plane IPv4 (the QSFP address)",
                           (host,), "llmfleet_fabric_ip", str(ip))
         elif str(ip) == "127.0.0.1":
             yield Finding(host, "llmfleet_fabric_ip '127.0.0.1' in a one-host cluster: Ray replaces "
@@ -900,8 +907,9 @@ RULES: tuple[Rule, ...] = (
          "(table NAME_RULES)", rule_names),
     Rule("ranges", "numeric ranges", "ports 1-65535, MTU 576-9216, timeouts, GPU counts (table RANGE_RULES)",
          rule_ranges),
-    Rule("fabric_address", "loopback fabric only on one host",
-         "a loopback llmfleet_fabric_ip only in a cluster of one host (not 127.0.0.1, which Ray rewrites); "
+    Rule("fabric_address", "loopback fabric only on one machine",
+         "a loopback llmfleet_fabric_ip only in a cluster on one machine: one host, or emulated nodes naming one "
+         "llmfleet_machine (not 127.0.0.1, which Ray rewrites); "
          "link-local 169.254/16 is accepted for the fabric", rule_fabric_address),
     Rule("reachable_addresses", "management and API addresses routable",
          "ansible_host and serve_host are not link-local (valid on one cable only) nor loopback on a multi-node "
