@@ -907,7 +907,7 @@ RULES: tuple[Rule, ...] = (
          "(table NAME_RULES)", rule_names),
     Rule("ranges", "numeric ranges", "ports 1-65535, MTU 576-9216, timeouts, GPU counts (table RANGE_RULES)",
          rule_ranges),
-    Rule("fabric_address", "loopback fabric only on one machine",
+    Rule("fabric_address", "loopback fabric only on one host",
          "a loopback llmfleet_fabric_ip only in a cluster on one machine: one host, or emulated nodes naming one "
          "llmfleet_machine (not 127.0.0.1, which Ray rewrites); "
          "link-local 169.254/16 is accepted for the fabric", rule_fabric_address),
