@@ -173,14 +173,18 @@ phase_render() {
 }
 
 phase_nccl_role() {
-  # emulated nodes share one filesystem: one node (the head) builds for all of them
+  # emulated nodes share one filesystem: the head builds, then the role runs for the other nodes,
+  # which find the build and write their own nccl.env (every rank must load the same NCCL: with
+  # only the head's nccl.env, validate.yml's all-reduce mixed 2.29.7 and 2.28.9 ranks and did not return)
   mkdir -p "$(dirname "$(stage_val nccl_source)")"; cp "$XFER/$(basename "$(stage_val nccl_source)")" "$(stage_val nccl_source)"
   log "starting playbooks/nccl.yml in the background (log: $RES/nccl-role.log)"
   ( cd "$REPO" && PYTHONPATH=/root/gpu-ansible ANSIBLE_CONFIG="$REPO/ansible.cfg" \
       ANSIBLE_COLLECTIONS_PATH=/root/gpu-ac ANSIBLE_CACHE_PLUGIN=memory \
-      setsid nohup bash -c '"$0" /root/gpu-ansible/bin/ansible-playbook playbooks/nccl.yml -i "$2" --limit "$3" \
-        -e ansible_become=false -e ansible_python_interpreter="$0" -e nccl_build_jobs=${NCCL_JOBS:-16} > "$1/nccl-role.log" 2>&1
-        echo $? > "$1/nccl-role.rc"' "$PY" "$RES" "$INVENTORY" "$(stage_val host)" </dev/null >/dev/null 2>&1 & )
+      setsid nohup bash -c 'py=$0 res=$1 inv=$2 head=$3
+        play() { "$py" /root/gpu-ansible/bin/ansible-playbook playbooks/nccl.yml -i "$inv" --limit "$1" \
+          -e ansible_become=false -e ansible_python_interpreter="$py" -e nccl_build_jobs=${NCCL_JOBS:-16}; }
+        { play "$head" && { [[ $(ls -d /etc/llmfleet/nodes/*/ 2>/dev/null | wc -l) -lt 2 ]] || play "all:!$head"; }; } > "$res/nccl-role.log" 2>&1
+        echo $? > "$res/nccl-role.rc"' "$PY" "$RES" "$INVENTORY" "$(stage_val host)" </dev/null >/dev/null 2>&1 & )
   sleep 2
 }
 
