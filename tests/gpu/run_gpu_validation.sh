@@ -384,6 +384,27 @@ PY
   stop_pid "$XFER/serve.pid" 20; "$venv/bin/ray" stop --force >/dev/null 2>&1 || true
 }
 
+# Both engines of an A/B run: wait for B (by hand) and A (the collection, started as job $4), then
+# ABBA blocks per level. $1 dir, $2 url A, $3 url B, $4 pid of A's start, $5 tag, $6 levels, $7 timeout.
+ab_sweep() {
+  local dir=$1 url_a=$2 url_b=$3 pid_a=$4 tag=$5 rc_a rc_b
+  "$PY" "$REPO/tests/gpu/validate_gpu.py" wait --url "$url_b" --model "$(stage_val served_model_name)" \
+    --since "$(cat "$XFER/byhand.t0")" --timeout 400 --pidfile "$XFER/byhand.pid" > "$dir/healthy-byhand.json"
+  rc_b=$?; wait "$pid_a"; rc_a=$?
+  cp "$RES/healthy-ab-collection-$tag.json" "$dir/healthy-collection.json" 2>/dev/null
+  log "healthy: collection rc=$rc_a $(cat "$dir/healthy-collection.json" 2>/dev/null), by hand rc=$rc_b $(cat "$dir/healthy-byhand.json")"
+  [[ $rc_a == 0 && $rc_b == 0 ]] || { tail -40 "$RES/serve-ab-collection-$tag.log" "$dir/byhand-serve.log"; return 1; }
+  (cd "$XFER/stage" && cp -a --parents $(find . -path '*/etc/*' -type f) "$dir/") && mv "$dir/etc" "$dir/rendered-etc" 2>/dev/null
+  log "ABBA blocks: collection (A, $url_a) vs by hand (B, $url_b)"
+  timeout "$7" "$(stage_val venv)/bin/python" "$REPO/playbooks/files/bench_serve_sweep.py" ab --inproc \
+    --base-url "$url_a" --base-url-b "$url_b" --labels collection,by-hand --blocks "${AB_BLOCKS:-4}" \
+    --concurrency "$6" --model "$(stage_val model)" --served-model-name "$(stage_val served_model_name)" \
+    --input-len 256 --output-len 128 --prompts-per-level 8 --min-prompts 16 --num-warmups 2 --out-dir "$dir" \
+    > "$dir/ab.log" 2>&1; local rc=$?
+  grep -vE '^\s*$' "$dir/ab.log" | grep -E 'block|ratio|geometric|Error|error' | tail -40
+  return $rc
+}
+
 phase_ab() {
   local venv tag url_a url_b port_b dir pid_a rc rc_a rc_b argv
   venv=$(stage_val venv); tag=$(mode_tag); url_a=$(stage_val serve_url)
@@ -408,20 +429,7 @@ a[a.index('--port') + 1] = '$port_b'; print(' '.join(shlex.quote(x) for x in a))
     eval "setsid nohup $venv/bin/vllm $argv" >> "$dir/byhand-serve.log" 2>&1 &
     echo $! > "$XFER/byhand.pid"
   )
-  "$PY" "$REPO/tests/gpu/validate_gpu.py" wait --url "$url_b" --model "$(stage_val served_model_name)" \
-    --since "$(cat "$XFER/byhand.t0")" --timeout 400 --pidfile "$XFER/byhand.pid" > "$dir/healthy-byhand.json"
-  rc_b=$?; wait "$pid_a"; rc_a=$?
-  cp "$RES/healthy-ab-collection-$tag.json" "$dir/healthy-collection.json" 2>/dev/null
-  log "healthy: collection rc=$rc_a $(cat "$dir/healthy-collection.json" 2>/dev/null), by hand rc=$rc_b $(cat "$dir/healthy-byhand.json")"
-  [[ $rc_a == 0 && $rc_b == 0 ]] || { tail -40 "$RES/serve-ab-collection-$tag.log" "$dir/byhand-serve.log"; return 1; }
-  cp -a "$XFER/stage/etc" "$dir/rendered-etc"
-  log "ABBA blocks: collection (A, $url_a) vs by hand (B, $url_b)"
-  timeout "${AB_TIMEOUT:-900}" "$venv/bin/python" "$REPO/playbooks/files/bench_serve_sweep.py" ab --inproc \
-    --base-url "$url_a" --base-url-b "$url_b" --labels collection,by-hand --blocks "${AB_BLOCKS:-4}" \
-    --concurrency "${AB_CONC:-4,32}" --model "$(stage_val model)" --served-model-name "$(stage_val served_model_name)" \
-    --input-len 256 --output-len 128 --prompts-per-level 8 --min-prompts 16 --num-warmups 2 --out-dir "$dir" \
-    > "$dir/ab.log" 2>&1; rc=$?
-  grep -vE '^\s*$' "$dir/ab.log" | grep -E 'block|ratio|geometric|Error|error' | tail -40
+  ab_sweep "$dir" "$url_a" "$url_b" "$pid_a" "$tag" "${AB_CONC:-4,32}" "${AB_TIMEOUT:-900}"; rc=$?
   stop_pid "$XFER/byhand.pid" 20; "$venv/bin/ray" stop --force >/dev/null 2>&1 || true
   phase_down
   return $rc
@@ -477,21 +485,7 @@ phase_ab4() {  # emulated nodes: the collection (A) against the notes' commands 
   pid_a=$!
   log "by hand, at the same time: the notes' ray start per node (127.0.1.x) + vllm serve"
   url_b=$(byhand4_up "$dir" | tail -1)
-  "$PY" "$REPO/tests/gpu/validate_gpu.py" wait --url "$url_b" --model "$(stage_val served_model_name)" \
-    --since "$(cat "$XFER/byhand.t0")" --timeout 400 --pidfile "$XFER/byhand.pid" > "$dir/healthy-byhand.json"
-  rc_b=$?; wait "$pid_a"; rc_a=$?
-  cp "$RES/healthy-ab-collection-$tag.json" "$dir/healthy-collection.json" 2>/dev/null
-  log "healthy: collection rc=$rc_a $(cat "$dir/healthy-collection.json" 2>/dev/null), by hand rc=$rc_b $(cat "$dir/healthy-byhand.json")"
-  [[ $rc_a == 0 && $rc_b == 0 ]] || { tail -30 "$RES/serve-ab-collection-$tag.log" "$dir/byhand-serve.log"; }
-  if [[ $rc_a == 0 && $rc_b == 0 ]]; then
-    log "ABBA blocks: collection (A, $url_a) vs by hand (B, $url_b)"
-    timeout "${AB_TIMEOUT:-420}" "$venv/bin/python" "$REPO/playbooks/files/bench_serve_sweep.py" ab --inproc \
-      --base-url "$url_a" --base-url-b "$url_b" --labels collection,by-hand --blocks "${AB_BLOCKS:-4}" \
-      --concurrency "${AB_CONC:-1,8,32}" --model "$(stage_val model)" --served-model-name "$(stage_val served_model_name)" \
-      --input-len 256 --output-len 128 --prompts-per-level 8 --min-prompts 16 --num-warmups 2 --out-dir "$dir" \
-      > "$dir/ab.log" 2>&1; rc=$?
-    grep -vE '^\s*$' "$dir/ab.log" | grep -E 'block|ratio|geometric|Error|error' | tail -30
-  else rc=1; fi
+  ab_sweep "$dir" "$url_a" "$url_b" "$pid_a" "$tag" "${AB_CONC:-1,8,32}" "${AB_TIMEOUT:-420}"; rc=$?
   stop_pid "$XFER/byhand.pid" 20; RAY_TMPDIR=/tmp/ray-byhand "$venv/bin/ray" stop --force >/dev/null 2>&1 || true
   phase_down
   return $rc
