@@ -4,34 +4,15 @@ the TSDB's size bound fits the free disk the preflight asks for."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
-from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import ROLES_DIR, VARIANTS_DIR, load_role_specs, load_variants
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks import check_inventory
 
-SPECS = load_role_specs(ROLES_DIR)
-VARIANTS = load_variants(VARIANTS_DIR)
-PROFILES = {"pp4": {"engine": "vllm", "tensor_parallel_size": 1, "pipeline_parallel_size": 4}}
-BASE = {
-    "spark1": {"ansible_host": "192.0.2.11", "llmfleet_fabric_ip": "10.9.0.11", "llmfleet_gpu_arch": "sm_121"},
-    "spark2": {"ansible_host": "192.0.2.12", "llmfleet_fabric_ip": "10.9.0.12", "llmfleet_gpu_arch": "sm_121"},
-    "thor1": {"ansible_host": "192.0.2.13", "llmfleet_fabric_ip": "10.9.0.13", "llmfleet_gpu_arch": "sm_110"},
-    "thor2": {"ansible_host": "192.0.2.14", "llmfleet_fabric_ip": "10.9.0.14", "llmfleet_gpu_arch": "sm_110"},
-}
-COMMON = {"llmfleet_engine": "vllm", "llmfleet_release": "vllm-0.32.0", "llmfleet_serve_profile": "pp4"}
-GROUPS = {"gb10": ["spark1", "spark2"], "thor": ["thor1", "thor2"], "ray_head": ["spark1"],
-          "ray_workers": ["spark2", "thor1", "thor2"]}
+# test_gate_rules' good 4-node lab (spark1/spark2 gb10, thor1/thor2 thor, head spark1) on the real specs
+from test_gate_rules import GROUPS, PROFILES, SPECS, VARIANTS, lab
+
 # two clusters: the Sparks (head spark1) and the Thors (head thor1)
 TWO = {"ray_head": ["spark1", "thor1"], "ray_workers": ["spark2", "thor2"]}
-
-
-def lab(common=None, **hosts):
-    hostvars = {h: {**COMMON, **(common or {}), **v} for h, v in copy.deepcopy(BASE).items()}
-    for host, changes in hosts.items():
-        hostvars[host].update(changes)
-    return hostvars
 
 
 def two_clusters(**hosts):
