@@ -17,20 +17,21 @@ description:
     every C(serve_nodes) host is a Ray node.
   - Every Ray node and serving host has a C(llmfleet_fabric_ip) that is a usable IPv4 address (not
     multicast, unspecified or reserved; no prefix length), unique across the
-    whole inventory, and not another host's management address (C(ansible_host)). Link-local (169.254/16) is accepted for the fabric (a direct cable, as NVIDIA's
-    two-Spark setup uses); a loopback address only in a cluster of one host (not 127.0.0.1, which Ray
-    rewrites).
+    whole inventory, and not another host's management address (C(ansible_host)). Link-local
+    (169.254/16) is accepted for the fabric (a direct cable, as NVIDIA's two-Spark setup uses); a
+    loopback address only in a cluster on one machine (one host, or emulated nodes naming one
+    C(llmfleet_machine)), never 127.0.0.1, which Ray rewrites.
   - Every fleet host (Ray groups, C(serve_nodes), C(gb10), C(thor)) declares a known
     C(llmfleet_gpu_arch), consistent with its platform group (C(gb10) is sm_121, C(thor) is sm_110,
-    C(hopper) is sm_90: the platform facts of C(plugins/module_utils/platforms.py)).
+    C(hopper) is sm_90, the platform facts of C(plugins/module_utils/platforms.py)).
   - C(llmfleet_engine) is C(vllm) or C(sglang); C(llmfleet_serve_profile), when set, names an existing
     profile (C(<collection>/profiles/<name>.yml)) whose C(engine) matches; engine and profile are the
     same across a serving group.
   - Tensor parallel x pipeline parallel size (C(llmfleet_tensor_parallel_size) /
     C(llmfleet_pipeline_parallel_size), else the profile's C(tensor_parallel_size) /
     C(pipeline_parallel_size)) equals the GPUs of the serving group (C(llmfleet_gpus_per_node), default
-    1, summed), for every serving group: each group of C(llmfleet_serve_groups) (with its own profile),
-    else the cluster's C(serve_nodes) hosts if any, else its C(ray_head) and C(ray_workers) hosts.
+    1, summed), for every serving group (each group of C(llmfleet_serve_groups) with its own profile,
+    else the cluster's C(serve_nodes) hosts if any, else its C(ray_head) and C(ray_workers) hosts).
     Clusters that declare neither are not checked.
   - Version pins are identical across a serving group - C(llmfleet_release), every variable whose name
     contains C(version) or ends in C(_release), and C(python_env_*pin*) variables (C(ansible_*) excluded).

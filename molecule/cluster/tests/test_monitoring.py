@@ -58,8 +58,8 @@ def test_prometheus_lists_every_target_of_the_plan_up():
         (job, h) for job in ("ray", "node") for h in hosts}
     assert set(got) == want, sorted(got)
     assert all(labels["cluster"] == "sim" for labels in got.values())
-    assert got[("engine", "thor1")].items() >= {"group": "thors", "rank": "0", "engine": "sglang",
-                                                 "instance": f"{FABRIC_IP['thor1']}:8000"}.items()
+    want_thor1 = {"group": "thors", "rank": "0", "engine": "sglang", "instance": f"{FABRIC_IP['thor1']}:8000"}
+    assert got[("engine", "thor1")].items() >= want_thor1.items()
     assert got[("node", "spark2")].items() >= {"group": "sparks", "rank": "1", "engine": "vllm"}.items()
     assert got[("ray", "spark1")]["ray_role"] == "head"
 
