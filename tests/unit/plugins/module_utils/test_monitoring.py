@@ -18,7 +18,8 @@ SGLANG_QUIET = dict(SGLANG, name="sgq", args={})
 TWO = {"sparks": {"group": "serve_nodes"}, "thors": {"group": "thor", "profile": "sg", "port": 8001, "release": "r-sg"}}
 
 
-def plans(spec=TWO, profiles=None):
+def plans(spec=None, profiles=None):
+    spec = TWO if spec is None else spec
     profiles = profiles or {"vl": VLLM, "sg": SGLANG, "sgq": SGLANG_QUIET}
     hv = {h: {"llmfleet_fabric_ip": IPS[h], "llmfleet_release": "r-vl", "llmfleet_cluster": "sim",
               "llmfleet_gpu_arch": "sm_121" if h.startswith("spark") else "sm_110"} for h in HOSTS}
