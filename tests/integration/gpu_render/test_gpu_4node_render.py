@@ -60,7 +60,7 @@ def exec_start(unit: Path) -> list[str]:
 def ray_ports(argv: list[str]) -> set[int]:
     ports = set()
     for arg in argv:
-        name, _, value = arg.partition("=")
+        name, value = (arg.split("=", 1) + [""])[:2]
         if name in PORT_FLAGS + ("--port", "--ray-client-server-port"):
             ports.add(int(value))
         elif name == "--min-worker-port":
