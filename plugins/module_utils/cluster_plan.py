@@ -34,7 +34,8 @@ INPUTS = (
     'common_service_group', 'common_service_home', 'ray_node_port', 'ray_node_firewall', 'llmfleet_variants_dir',
     'llmfleet_machine', 'llmfleet_cuda_devices',
 ) + tuple('ray_node_' + name for name in ('node_manager_port', 'object_manager_port', 'metrics_port',
-                                          'client_server_port', 'autoscaler_metrics_port', 'agent_ports',
+                                          'client_server_port', 'autoscaler_metrics_port', 'dashboard_metrics_port',
+                                          'agent_ports',
                                           'min_worker_port', 'max_worker_port'))
 
 # Ray's fixed ports (instead of its random ones, so the firewall can name them), as the inventory's
@@ -45,6 +46,9 @@ DEFAULT_RAY_PORTS = {
     'metrics_port': 6382,
     'client_server_port': 10001,
     'autoscaler_metrics_port': 44217,
+    # the head's dashboard process serves its own metrics on all addresses (Ray's DASHBOARD_METRIC_PORT),
+    # also with --include-dashboard=false once ray[default] is installed
+    'dashboard_metrics_port': 44227,
     'agent_ports': [6383, 6384, 6385],
     'min_worker_port': 10002,
     'max_worker_port': 10999,
@@ -55,7 +59,7 @@ DEFAULT_RAY_PORTS = {
 # client server and autoscaler ports are the head's alone (one per cluster): they do not move.
 EMULATION_PORT_STEP = 100
 EMULATION_WORKER_STEP = 1000
-_HEAD_ONLY_PORTS = ('client_server_port', 'autoscaler_metrics_port')
+_HEAD_ONLY_PORTS = ('client_server_port', 'autoscaler_metrics_port', 'dashboard_metrics_port')
 
 
 def _get(hostvars, host, name, default=None):
@@ -150,7 +154,7 @@ def _ray_port_set(ports, is_head, gcs_port):
     """Every port (and the worker range) a Ray node of these `ports` binds."""
     single = [ports['node_manager_port'], ports['object_manager_port'], ports['metrics_port']] + list(ports['agent_ports'])
     if is_head:
-        single += [gcs_port, ports['client_server_port'], ports['autoscaler_metrics_port']]
+        single += [gcs_port, ports['client_server_port'], ports['autoscaler_metrics_port'], ports['dashboard_metrics_port']]
     return set(single) | set(range(ports['min_worker_port'], ports['max_worker_port'] + 1))
 
 

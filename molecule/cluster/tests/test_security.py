@@ -39,6 +39,8 @@ def guarded_ports(host):
                 elif isinstance(v, dict) and "range" in v:
                     ports.update(range(v["range"][0], v["range"][1] + 1))
     ports.discard(8000)  # the API port: serve_allow, checked below
+    # Prometheus on the monitoring node admits the controller by design (docs/monitoring.md)
+    ports.discard(9090)
     return ports
 
 
