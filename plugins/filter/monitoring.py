@@ -10,8 +10,7 @@ from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_impor
 monitoring = lazy_import.module_utils('monitoring')
 
 
-def monitoring_scrape_configs(server, hostvars, prometheus_port=9090, node_exporter_port=9100, ray_metrics_ports=None,
-                              interval='10s', timeout='5s'):
+def monitoring_scrape_configs(server, hostvars, prometheus_port=9090, node_exporter_port=9100, interval='10s', timeout='5s'):
     plan = (hostvars.get(server) or {}).get('llmfleet_plan')
     if not plan:
         raise AnsibleFilterError('monitoring_scrape_configs: %s has no llmfleet_plan (is it a host of the play?)' % server)
@@ -22,7 +21,7 @@ def monitoring_scrape_configs(server, hostvars, prometheus_port=9090, node_expor
             plans[host] = other
     try:
         return monitoring.scrape_configs(plans, server, int(prometheus_port), int(node_exporter_port),
-                                         dict(ray_metrics_ports or {}), interval, timeout)
+                                         interval, timeout)
     except monitoring.MonitoringError as exc:
         raise AnsibleFilterError('monitoring_scrape_configs: %s' % exc)
 

@@ -70,12 +70,12 @@ def _address(host, plan):
     return address
 
 
-def scrape_configs(plans, server, prometheus_port=9090, node_exporter_port=9100, ray_metrics_ports=None,
-                   interval='10s', timeout='5s'):
+def scrape_configs(plans, server, prometheus_port=9090, node_exporter_port=9100, interval='10s', timeout='5s'):
     """The ``scrape_configs`` list of prometheus.yml for the cluster of ``server``.
 
     plans: {host: llmfleet_plan} of the cluster's hosts (at least every host the server's plan names);
-    server: the monitoring node; ray_metrics_ports: {host: port} (default 6382 where missing).
+    server: the monitoring node. Each Ray node's metrics port is its plan's (ray_ports.metrics_port: emulated
+    nodes of one machine each have their own).
     """
     if server not in plans:
         raise MonitoringError('monitoring node %r has no plan in this play: it must be a host of the cluster '
@@ -87,7 +87,6 @@ def scrape_configs(plans, server, prometheus_port=9090, node_exporter_port=9100,
     if missing:
         raise MonitoringError('%s: hosts of cluster %s without a plan in this play: %s; run the monitoring play '
                               'on every host of the cluster' % (server, name, ', '.join(missing)))
-    ray_ports = ray_metrics_ports or {}
     engine, ray, node = [], [], []
     for group in cluster.get('serve_groups') or []:
         head = group.get('head')
@@ -101,7 +100,7 @@ def scrape_configs(plans, server, prometheus_port=9090, node_exporter_port=9100,
         labels = _labels(name, host, plan)
         address = _address(host, plan)
         if host in cluster.get('ray_nodes', []):
-            ray.append({'targets': [_target(address, ray_ports.get(host, 6382))],
+            ray.append({'targets': [_target(address, plan['ray_ports']['metrics_port'])],
                         'labels': dict(labels, ray_role='head' if host == cluster.get('ray_head') else 'worker')})
         node.append({'targets': [_target(address, node_exporter_port)], 'labels': labels})
     server_labels = {'cluster': name, 'node': server}

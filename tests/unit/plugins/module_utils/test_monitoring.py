@@ -18,11 +18,12 @@ SGLANG_QUIET = dict(SGLANG, name="sgq", args={})
 TWO = {"sparks": {"group": "serve_nodes"}, "thors": {"group": "thor", "profile": "sg", "port": 8001, "release": "r-sg"}}
 
 
-def plans(spec=None, profiles=None):
+def plans(spec=None, profiles=None, extra=None):
     spec = TWO if spec is None else spec
     profiles = profiles or {"vl": VLLM, "sg": SGLANG, "sgq": SGLANG_QUIET}
     hv = {h: {"llmfleet_fabric_ip": IPS[h], "llmfleet_release": "r-vl", "llmfleet_cluster": "sim",
-              "llmfleet_gpu_arch": "sm_121" if h.startswith("spark") else "sm_110"} for h in HOSTS}
+              "llmfleet_gpu_arch": "sm_121" if h.startswith("spark") else "sm_110"} | (extra or {}).get(h, {})
+          for h in HOSTS}
     groups = sg.plan(spec, HOSTS, GROUPS, [], profiles, {"profile": "vl", "port": None, "release": "r-vl"})
     out = {}
     for host in HOSTS:
@@ -37,7 +38,8 @@ def job(configs, name):
 
 
 def test_every_engine_ray_and_node_target_labelled():
-    configs = mon.scrape_configs(plans(), "spark1", ray_metrics_ports={"thor2": 7000})
+    # a node's own Ray metrics port comes from its plan (ray_ports), as the Ray unit reads it
+    configs = mon.scrape_configs(plans(extra={"thor2": {"ray_node_metrics_port": 7000}}), "spark1")
     assert [c["job_name"] for c in configs] == ["engine", "ray", "node", "prometheus"]
     assert job(configs, "engine")["static_configs"] == [
         {"targets": ["10.1.0.1:8000"],
