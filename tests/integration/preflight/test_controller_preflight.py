@@ -43,7 +43,6 @@ SPECIAL = {
     CONTROL: ("good", ["--tags", "preflight_host"]),
     LIMITED: ("duplicate_fabric_ip", ["--limit", "spark2"]),
 }
-TABLE_BUDGET_S = 60
 
 RECORDER = """#!/bin/sh
 # Stands in for ssh/scp/sftp: record the attempt, reach nothing.
@@ -116,12 +115,10 @@ def runs(tmp_path_factory):
         path = bin_dir / name
         path.write_text(RECORDER)
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    start = time.monotonic()
     names = CASES + list(SPECIAL)
     workers = max(2, min(8, (os.cpu_count() or 2) * 2))
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         results = dict(zip(names, pool.map(lambda c: run_case(c, work, bin_dir), names)))
-    results["_wall"] = time.monotonic() - start
     return results
 
 
@@ -200,6 +197,3 @@ def test_limit_without_localhost_still_checks_first(runs):
     assert res["contacts"] == "", f"contact attempts:\n{res['contacts']}"
     assert res["report"] is not None and res["report"]["ok"] is False
 
-
-def test_table_is_fast(runs):
-    assert runs["_wall"] < TABLE_BUDGET_S, f"{len(CASES)} cases took {runs['_wall']:.1f}s"
