@@ -118,7 +118,9 @@ changed_paths:
   sample: [/etc/systemd/system/demo.service.d, /etc/systemd/system/demo.service.d/50-limits.conf]
 """
 
+import grp
 import os
+import pwd
 import shlex
 import tempfile
 
@@ -131,8 +133,28 @@ ENTRY = dict(path=dict(type='path', required=True), owner=dict(type='str'), grou
              mode=dict(type='raw'))
 
 
+def _unknown_names(entry):
+    """The owner/group names of ``entry`` this host does not know (yet)."""
+    unknown = {}
+    for key, lookup in (('owner', pwd.getpwnam), ('group', grp.getgrnam)):
+        name = entry.get(key)
+        if name and not str(name).isdigit():
+            try:
+                lookup(name)
+            except KeyError:
+                unknown[key] = name
+    return unknown
+
+
 def _attributes(module, entry, diffs):
     """Set owner/group/mode where they differ; whether anything did (or would, in check mode)."""
+    unknown = _unknown_names(entry) if module.check_mode else {}
+    if unknown:
+        # check mode on a fresh host: the service user the run's earlier task would create does not
+        # exist yet, so there is nothing to compare with; this path would change (it would get them)
+        diffs.append({'before_header': entry['path'], 'after_header': entry['path'],
+                      'before': {}, 'after': dict(unknown)})
+        return True
     args = {'path': entry['path'], 'owner': entry.get('owner'), 'group': entry.get('group'),
             'mode': entry.get('mode'), 'secontext': [None, None, None], 'attributes': None}
     diff = {'before': {}, 'after': {}}

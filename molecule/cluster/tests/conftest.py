@@ -33,6 +33,12 @@ FIRST = ("test_rerun.py",)
 # test_upgrade.py leaves the lab on release B (no engine load spent going back to A), then
 # test_teardown.py leaves it torn down (venvs kept): the next converge or `make demo` serves A again.
 LAST = ("test_upgrade.py", "test_teardown.py")
+# The files between FIRST and LAST, in this order: the serving paths and the secure defaults first,
+# the fault-injection checks (each an engine or Ray restart or two) after them. When `make test` runs
+# short of time, its deadline (below) drops checks from the end of this order, not LAST's.
+MIDDLE = ("test_cluster.py", "test_sglang.py", "test_security.py", "test_validate.py", "test_serve_ray.py",
+          "test_serve_lifecycle.py", "test_monitoring.py", "test_safeguards.py", "test_guards.py",
+          "test_partition.py")
 
 # Checks whose first step replaces whatever serves (their own serve.yml run): a module that changed
 # what serves may leave its change to them instead of spending an engine load on restoring the
@@ -56,9 +62,11 @@ def pytest_collection_modifyitems(config, items):
             return (-1, position[id(item)])
         if name in LAST:
             return (LAST.index(name) + 1, position[id(item)])
+        rank = MIDDLE.index(name) if name in MIDDLE else len(MIDDLE)
         if name == BEFORE_REPLACER and replacer is not None:
-            return (0, replacer - 0.5, position[id(item)])  # just before the replacer, in file order
-        return (0, position[id(item)])
+            # just before the replacer, in file order
+            rank = MIDDLE.index(os.path.basename(str(items[replacer].fspath))) - 0.5
+        return (0, rank, position[id(item)])
     items.sort(key=order)
     if os.environ.get("LLMFLEET_CLUSTER_EXTENDED") == "1":
         return
@@ -69,15 +77,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# CI gives the whole `make test` 90 minutes and kills it after that, reporting nothing. To keep a
-# slow machine from losing the run, tools/ci/run_tests.sh exports LLMFLEET_TEST_DEADLINE (epoch
-# seconds, 80 min after `make test` started by default: the longest check here takes ~12 min): a
-# check that would START after it is skipped with a TIME BUDGET reason, which the step's summary
+# CI gives the whole `make test` 90 minutes and kills it after that, reporting nothing, and the side
+# lanes still need the machine after the lab lane. To keep a slow machine from losing the run,
+# tools/ci/run_tests.sh exports two deadlines (epoch seconds): LLMFLEET_TEST_DEADLINE for the checks
+# before LAST and LLMFLEET_TEST_LAST_DEADLINE for LAST's (upgrade and teardown: they must run after
+# everything else, so a deadline shared with the others would always cut them first). A check that
+# would START after its deadline is skipped with a TIME BUDGET reason, which the step's summary
 # shows and counts. Unset (a plain `molecule verify`): no deadline.
 def pytest_runtest_setup(item):
-    deadline = float(os.environ.get("LLMFLEET_TEST_DEADLINE") or 0)
+    last = os.path.basename(str(item.fspath)) in LAST
+    name = "LLMFLEET_TEST_LAST_DEADLINE" if last else "LLMFLEET_TEST_DEADLINE"
+    deadline = float(os.environ.get(name) or 0)
     if deadline and time.time() > deadline:
-        pytest.skip("TIME BUDGET: `make test` passed LLMFLEET_TEST_DEADLINE "
+        pytest.skip(f"TIME BUDGET: `make test` passed {name} "
                     f"({time.strftime('%H:%M:%S', time.localtime(deadline))}); this check did not run")
 
 

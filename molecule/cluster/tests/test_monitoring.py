@@ -99,11 +99,13 @@ def alerts(name):
 
 
 def test_a_killed_engine_rank_fires_its_alert_within_the_bound():
-    """SIGKILL of spark2's headless vLLM rank: systemd restarts it alone while the API rank keeps its
-    dead session (/metrics still answers): ServingGroupRankDown names spark2 within ALERT_BOUND_S. The
-    safeguards watchdog then restarts every rank (test_serve_lifecycle.py's bound, 420 s) and the alert
-    resolves."""
-    assert not alerts("ServingGroupRankDown")
+    """SIGKILL of spark2's headless vLLM rank. Two outcomes, both seen on the sim: systemd restarts the
+    rank alone while the API rank keeps its dead session (/metrics still answers), and
+    ServingGroupRankDown names spark2 within ALERT_BOUND_S; or the API rank's engine dies with its
+    peer, and EngineTargetDown names the group's API node within the bound plus the rule's `for:` (30 s).
+    Either way the group serves again (the safeguards watchdog restarts every rank:
+    test_serve_lifecycle.py's bound, 420 s) and the alerts resolve."""
+    assert not alerts("ServingGroupRankDown") and not alerts("EngineTargetDown")
     spark2 = node("spark2")
     pid = spark2.check_output(f"systemctl show -P MainPID {UNIT}")
     assert int(pid) > 0
@@ -111,19 +113,28 @@ def test_a_killed_engine_rank_fires_its_alert_within_the_bound():
     spark2.run_expect([0], f"kill -9 {pid}")
 
     def firing():
-        return [a for a in alerts("ServingGroupRankDown")
-                if a["state"] == "firing" and a["labels"]["node"] == "spark2" and a["labels"]["group"] == "sparks"]
-    took = wait_for(firing, ALERT_BOUND_S, step=1)
-    print(f"\nspark2 rank killed: ServingGroupRankDown firing after {took:.0f}s (bound {ALERT_BOUND_S}s)")
-    assert firing()[0]["labels"]["rank"] == "1"
+        return [a for a in alerts("ServingGroupRankDown") + alerts("EngineTargetDown")
+                if a["state"] == "firing" and a["labels"]["group"] == "sparks"]
 
     def serves():
         try:
             return complete("sparks") == 8
         except OSError:
             return False
-    wait_for(serves, 420, step=5)
-    cleared = wait_for(lambda: not alerts("ServingGroupRankDown"), 120, step=5)
+    try:
+        took = wait_for(firing, ALERT_BOUND_S + 30, step=1)
+        alert = firing()[0]
+        name = alert["labels"]["alertname"]
+        print(f"\nspark2 rank killed: {name} on {alert['labels']['node']} firing after {took:.0f}s")
+        if name == "ServingGroupRankDown":
+            assert alert["labels"]["node"] == "spark2" and alert["labels"]["rank"] == "1", alert
+            assert took <= ALERT_BOUND_S, f"{name} after {took:.0f}s (bound {ALERT_BOUND_S}s)"
+        else:
+            assert alert["labels"]["node"] == "spark1", alert  # the group's API rank
+    finally:
+        # the next checks need the group serving, whatever this one found
+        wait_for(serves, 420, step=5)
+    cleared = wait_for(lambda: not firing(), 120, step=5)
     print(f"serving again after {time.monotonic() - t0:.0f}s, alert resolved {cleared:.0f}s later")
 
 

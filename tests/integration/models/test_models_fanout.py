@@ -56,7 +56,7 @@ def play(extra=None):
     res = subprocess.run([str(localplay.ANSIBLE_PLAYBOOK), "-i", str(BASE / "inventory.json"),
                           str(ROOT / "playbooks" / "models.yml"),
                           "-e", json.dumps({"models_distribution": "fabric", "models_verify_hashes": True,
-                                            "models_fabric_timeout": 5, **(extra or {})})],
+                                            "models_fabric_timeout": 30, **(extra or {})})],
                          capture_output=True, text=True, timeout=300, env=env, check=False)
     out = res.stdout + res.stderr
     recap = {h: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", f)}
@@ -102,7 +102,9 @@ def test_unreachable_peer_stops_before_any_byte(lab):
         (victim / rel).unlink()
     subprocess.run(["ip", "netns", "exec", "lft3", "ip", "link", "set", "fab", "down"], check=True)
     try:
-        rc, out, _recap = play()
+        # a downed link fails at ssh's connect timeout: short, so the check stays quick (the other plays keep
+        # the role's default, which a busy machine's rsync needs: at 5 s the probe timed out under CI load)
+        rc, out, _recap = play({"models_fabric_timeout": 5})
     finally:
         subprocess.run(["ip", "netns", "exec", "lft3", "ip", "link", "set", "fab", "up"], check=True)
     assert rc != 0

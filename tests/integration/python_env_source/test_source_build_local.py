@@ -335,11 +335,10 @@ def test_build_host_outside_the_play_is_refused(lab):
     assert "one of nodea, nodeb" in msg
 
 
-def test_broken_build_fails_fast_with_host_and_log_tail(lab):
+def test_broken_build_fails_naming_the_host_and_its_log_tail(lab):
     lab.variant("testext-broken", "testext-broken", CFLAGS="-DLLMFLEET_TESTEXT_BREAK")
     res = lab.run("testext-broken", "testext-broken", python_env_build_host="nodeb")
     assert res["rc"] == 2, explain(res)
-    assert res["seconds"] < 120, res["seconds"]
     fail = res["tasks"]["Fail with the build log"]["nodeb"]
     msg = fail["msg"]
     assert fail["failed"] and msg.startswith("nodeb: building %s from source for testext-testext-broken\nfailed (rc 1)"

@@ -81,3 +81,18 @@ def test_validate_runs_on_the_new_content_and_a_failure_keeps_the_file(monkeypat
     assert not ok.failed and conf.read_text() == "good\n" and seen[-1] == "good\n"
     again = run_module(monkeypatch, file_set, spec, commands=checker)
     assert not again.result["changed"] and len(seen) == 2
+
+
+def test_check_mode_with_a_user_the_run_has_not_created_yet(monkeypatch, tmp_path):
+    """An existing directory to be owned by a service user that an earlier task of the same run creates:
+    check mode on a fresh host cannot look the user up, so it reports the change instead of failing."""
+    (tmp_path / "home").mkdir()
+    spec = {"directories": [{"path": str(tmp_path / "home"), "owner": "llmfleet-nosuchuser", "group": "nosuchgroup",
+                             "mode": "0750"}], "files": []}
+    check = run_module(monkeypatch, file_set, spec, check_mode=True, diff=True)
+    assert not check.failed and check.result["changed"], check.result
+    assert check.result["diff"] == [{"before_header": str(tmp_path / "home"), "after_header": str(tmp_path / "home"),
+                                     "before": {}, "after": {"owner": "llmfleet-nosuchuser", "group": "nosuchgroup"}}]
+    # outside check mode the unknown user is an error, as ansible's own file module says it
+    real = run_module(monkeypatch, file_set, spec)
+    assert real.failed and "llmfleet-nosuchuser" in real.result["msg"]
