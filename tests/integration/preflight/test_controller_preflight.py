@@ -196,4 +196,3 @@ def test_limit_without_localhost_still_checks_first(runs):
     assert normalize(expected("duplicate_fabric_ip")["present"][0]) in normalize(res["out"])
     assert res["contacts"] == "", f"contact attempts:\n{res['contacts']}"
     assert res["report"] is not None and res["report"]["ok"] is False
-
