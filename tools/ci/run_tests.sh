@@ -37,8 +37,8 @@ mkdir -p "$LOGS" && rm -f "$LOGS"/*
 start=$(date +%s)
 # The cluster checks that change the lab for good (conftest.py's LAST: upgrade, teardown; ~25 min)
 # have their own, later deadline, so that a tight run drops checks from the middle, never these.
-budget=${LLMFLEET_TEST_BUDGET_S:-2800}
-last_budget=${LLMFLEET_TEST_LAST_BUDGET_S:-4300}
+budget=${LLMFLEET_TEST_BUDGET_S:-2500}
+last_budget=${LLMFLEET_TEST_LAST_BUDGET_S:-4000}
 if [ "$budget" -gt 0 ]; then
   export LLMFLEET_TEST_DEADLINE=$((start + budget)) LLMFLEET_TEST_LAST_DEADLINE=$((start + last_budget))
 fi
