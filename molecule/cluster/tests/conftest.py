@@ -36,9 +36,8 @@ LAST = ("test_upgrade.py", "test_teardown.py")
 # The files between FIRST and LAST, in this order: the serving paths and the secure defaults first,
 # the fault-injection checks (each an engine or Ray restart or two) after them. When `make test` runs
 # short of time, its deadline (below) drops checks from the end of this order, not LAST's.
-MIDDLE = ("test_cluster.py", "test_sglang.py", "test_security.py", "test_validate.py", "test_serve_ray.py",
-          "test_serve_lifecycle.py", "test_monitoring.py", "test_safeguards.py", "test_guards.py",
-          "test_partition.py")
+MIDDLE = ("test_cluster.py", "test_sglang.py", "test_security.py", "test_serve_ray.py", "test_serve_lifecycle.py",
+          "test_validate.py", "test_monitoring.py", "test_safeguards.py", "test_guards.py", "test_partition.py")
 
 # Checks whose first step replaces whatever serves (their own serve.yml run): a module that changed
 # what serves may leave its change to them instead of spending an engine load on restoring the
@@ -54,7 +53,7 @@ def _key(item):
 
 def pytest_collection_modifyitems(config, items):
     position = {id(item): i for i, item in enumerate(items)}  # file order
-    replacer = next((i for i, item in enumerate(items) if _key(item) in REPLACES_SERVING), None)
+    replacer = next((os.path.basename(str(item.fspath)) for item in items if _key(item) in REPLACES_SERVING), None)
 
     def order(item):
         name = os.path.basename(str(item.fspath))
@@ -65,7 +64,7 @@ def pytest_collection_modifyitems(config, items):
         rank = MIDDLE.index(name) if name in MIDDLE else len(MIDDLE)
         if name == BEFORE_REPLACER and replacer is not None:
             # just before the replacer, in file order
-            rank = MIDDLE.index(os.path.basename(str(items[replacer].fspath))) - 0.5
+            rank = MIDDLE.index(replacer) - 0.5
         return (0, rank, position[id(item)])
     items.sort(key=order)
     if os.environ.get("LLMFLEET_CLUSTER_EXTENDED") == "1":
@@ -83,12 +82,18 @@ def pytest_collection_modifyitems(config, items):
 # before LAST and LLMFLEET_TEST_LAST_DEADLINE for LAST's (upgrade and teardown: they must run after
 # everything else, so a deadline shared with the others would always cut them first). A check that
 # would START after its deadline is skipped with a TIME BUDGET reason, which the step's summary
-# shows and counts. Unset (a plain `molecule verify`): no deadline.
+# shows and counts. The decision is per file, at its first check: a file's checks hand the lab on
+# to each other (one restores what the one before changed), so a file runs whole or not at all.
+# Unset (a plain `molecule verify`): no deadline.
+_FILE_STARTED = {}
+
+
 def pytest_runtest_setup(item):
-    last = os.path.basename(str(item.fspath)) in LAST
-    name = "LLMFLEET_TEST_LAST_DEADLINE" if last else "LLMFLEET_TEST_DEADLINE"
+    fname = os.path.basename(str(item.fspath))
+    name = "LLMFLEET_TEST_LAST_DEADLINE" if fname in LAST else "LLMFLEET_TEST_DEADLINE"
     deadline = float(os.environ.get(name) or 0)
-    if deadline and time.time() > deadline:
+    started = _FILE_STARTED.setdefault(fname, time.time())
+    if deadline and started > deadline:
         pytest.skip(f"TIME BUDGET: `make test` passed {name} "
                     f"({time.strftime('%H:%M:%S', time.localtime(deadline))}); this check did not run")
 
