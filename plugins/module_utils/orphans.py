@@ -249,7 +249,7 @@ def _collection_table(table):
     return name == 'llmfleet_ray' or name.startswith('llmfleet_serve_')
 
 
-def collection_files(config_dir, config_names, safeguards_names, dropin_units):
+def collection_files(config_dir, config_names, safeguards_names, dropin_units, unit_dir=UNIT_DIR):
     """The collection's files on a node, from what the module listed: `config_names` (the file names
     directly in config_dir), `safeguards_names` (in config_dir/safeguards), `dropin_units` (engine
     units with a safeguards drop-in in the unit directory). Env files, firewall rule files and the
@@ -257,7 +257,7 @@ def collection_files(config_dir, config_names, safeguards_names, dropin_units):
     out = ['%s/%s' % (config_dir, n) for n in config_names
            if n.endswith('.env') or (n.startswith('firewall-') and n.endswith('.nft')) or n == 'ray.nft']
     out += ['%s/safeguards/%s' % (config_dir, n) for n in safeguards_names if n.endswith('.json')]
-    out += ['%s/%s.service.d/%s' % (UNIT_DIR, u, SAFEGUARDS_DROPIN) for u in dropin_units]
+    out += ['%s/%s.service.d/%s' % (unit_dir, u, SAFEGUARDS_DROPIN) for u in dropin_units]
     return sorted(out)
 
 
@@ -289,9 +289,9 @@ def actions(found, unit_dir=UNIT_DIR):
     return steps
 
 
-def summary(host, found):
-    """One line per node: what is (or would be) removed."""
+def summary(host, found, verb='found'):
+    """One line per node: what is (verb: removed, would remove, found) or nothing."""
     parts = ['%s (%s%s)' % (u['unit'], u['kind'], ', running' if u['running'] else '') for u in found.get('units') or []]
     parts += ['nft table %s' % t for t in found.get('nft_tables') or []]
     parts += list(found.get('files') or [])
-    return '%s: %s' % (host, '; '.join(parts) if parts else 'nothing the plan does not assign')
+    return '%s: %s' % (host, '%s %s' % (verb, '; '.join(parts)) if parts else 'nothing the plan does not assign')

@@ -96,8 +96,10 @@ def test_thor1_after_the_rehearsal_the_sims_sglang_rank_its_watchdog_and_firewal
                               "/etc/llmfleet/safeguards/%s.json" % SGL,
                               "/etc/systemd/system/%s.service.d/50-llmfleet-safeguards.conf" % SGL]
     assert found["unknown"] == []
-    assert o.summary("thor1", found).startswith("thor1: llmfleet-firewall-serve-tiny-llama-sglang.service "
-                                                "(serve_firewall, running); %s.service (engine, running)" % SGL)
+    assert o.summary("thor1", found, "would remove").startswith(
+        "thor1: would remove llmfleet-firewall-serve-tiny-llama-sglang.service (serve_firewall, running); "
+        "%s.service (engine, running)" % SGL)
+    assert o.summary("thor1", {"units": []}) == "thor1: nothing the plan does not assign"
 
 
 def test_going_back_to_the_sim_the_rehearsals_vllm_rank_is_the_orphan():
