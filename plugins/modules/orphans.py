@@ -19,6 +19,8 @@ description:
     loads); all are disabled, their files removed, systemd reloaded, failed units reset; then the nftables tables
     still there are deleted (a firewall unit deletes its own when it stops).
   - With O(state=reported), or in check mode, it changes nothing and returns what it would remove.
+  - Where it finds orphans it warns with one line naming the node and each of them (removed, would remove or
+    found), so that every run reports them per node without C(-v).
   - Never touched - the safeguards' template units, what the monitoring role installs (not planned), and units
     named C(llmfleet-*) of no kind the collection installs (returned in RV(orphans.unknown)).
   - Where the owned set is not complete (an emulated machine that also runs nodes of another cluster), or no
@@ -257,7 +259,11 @@ def main():
         removed = {'units': [u['unit'] for u in found['units']], 'nft_tables': list(found['nft_tables']),
                    'files': list(found['files'])}
     verb = ('would remove' if module.check_mode else 'removed') if can else 'found'
-    module.exit_json(changed=can, orphans=found, removed=removed, msg=_o.summary(node, found, verb))
+    line = _o.summary(node, found, verb)
+    if pending:
+        # one line per node in the run's output, without -v and without a task of its own
+        module.warn(line)
+    module.exit_json(changed=can, orphans=found, removed=removed, msg=line)
 
 
 if __name__ == '__main__':
