@@ -22,7 +22,7 @@ def fixture(name):
         return handle.read()
 
 
-TWIN, SGL = "llmfleet-serve-twin-tiny-llama-tp4", "llmfleet-serve-tiny-llama-sglang"
+TWIN, SGL = "llmfleet-serve-tiny-llama", "llmfleet-serve-tiny-llama-sglang"
 # thor1's plan in the rehearsal (lab + lab-twin): rank 2 of the twin's vLLM TP=4 group, a Ray worker
 THOR1_TWIN = o.owned_set([o.node_assignment("thor1", {"unit": TWIN, "hosts": ["spark1", "spark2", "thor1", "thor2"],
                                                       "head": "spark1", "backend": "mp"}, True)], "/etc/llmfleet")
@@ -80,7 +80,7 @@ def test_unit_kind(unit, text, want):
 
 def test_thor1_after_the_rehearsal_the_sims_sglang_rank_its_watchdog_and_firewall_are_orphans():
     tables = ["inet llmfleet_monitoring", "inet llmfleet_ray", "inet llmfleet_serve_tiny_llama_sglang",
-              "inet llmfleet_serve_twin_tiny_llama_tp4"]
+              "inet llmfleet_serve_tiny_llama"]
     files = o.collection_files("/etc/llmfleet", ["comm.env", "engine.env", "nccl.env", "ray.env", "ray.nft", "node.json",
                                                  "monitoring.nft", SGL + ".env", TWIN + ".env", "firewall-%s.nft" % SGL,
                                                  "firewall-%s.nft" % TWIN],
@@ -103,10 +103,10 @@ def test_thor1_after_the_rehearsal_the_sims_sglang_rank_its_watchdog_and_firewal
 
 
 def test_going_back_to_the_sim_the_rehearsals_vllm_rank_is_the_orphan():
-    found = o.orphans(THOR1_SIM, thor1_units(), ["inet llmfleet_serve_twin_tiny_llama_tp4"])
-    assert [u["unit"] for u in found["units"]] == ["llmfleet-firewall-serve-twin-tiny-llama-tp4.service",
+    found = o.orphans(THOR1_SIM, thor1_units(), ["inet llmfleet_serve_tiny_llama"])
+    assert [u["unit"] for u in found["units"]] == ["llmfleet-firewall-serve-tiny-llama.service",
                                                    TWIN + ".service", "llmfleet-watchdog@%s.timer" % TWIN]
-    assert found["nft_tables"] == ["inet llmfleet_serve_twin_tiny_llama_tp4"]
+    assert found["nft_tables"] == ["inet llmfleet_serve_tiny_llama"]
 
 
 def test_a_converged_node_has_none_and_a_stopped_disabled_unit_without_file_is_gone():

@@ -153,11 +153,11 @@ BROKEN = [
      [("FAIL", "cluster/sim", "serve latency", "limit 0.5 s")]),
     # issue 38: back on the sim after the rehearsal, thor1's rehearsal vLLM rank crash-looped while validate passed
     ("an orphan engine unit crash-loops on a node", _set(["results", "thor1", "probe", "orphans"], {
-        "units": [{"unit": "llmfleet-serve-twin-tiny-llama-tp4.service", "kind": "engine", "active": "activating",
+        "units": [{"unit": "llmfleet-serve-tiny-llama.service", "kind": "engine", "active": "activating",
                    "sub": "auto-restart", "running": True, "enabled": True, "file": True}],
         "nft_tables": [], "files": [], "unknown": []}),
      [("FAIL", "thor1", "collection units",
-       "llmfleet-serve-twin-tiny-llama-tp4.service runs (engine, activating/auto-restart) on thor1, which the plan "
+       "llmfleet-serve-tiny-llama.service runs (engine, activating/auto-restart) on thor1, which the plan "
        "does not assign it; fix: `ansible-playbook site.yml --limit thor1`")]),
     ("head unreachable", _head_unreachable,
      [("FAIL", "spark1", "reachable", "ansible spark1 -m ping"), ("FAIL", "cluster/sim", "ray cluster", "no result"),

@@ -9,13 +9,13 @@ from ansible_collections.llmfleet.cluster.plugins.modules import orphans
 from uthelper import run_module
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "orphans")
-TWIN, SGL = "llmfleet-serve-twin-tiny-llama-tp4", "llmfleet-serve-tiny-llama-sglang"
+TWIN, SGL = "llmfleet-serve-tiny-llama", "llmfleet-serve-tiny-llama-sglang"
 SYSTEMCTL, NFT = "/usr/bin/systemctl", "/usr/sbin/nft"
 BINS = {"systemctl": SYSTEMCTL, "nft": NFT}
 LIST_FILES = [SYSTEMCTL, "list-unit-files", "--no-legend", "--no-pager", "--full", "llmfleet-*"]
 LIST_UNITS = [SYSTEMCTL, "list-units", "--all", "--plain", "--no-legend", "--no-pager", "--full", "llmfleet-*"]
 TABLES = "table inet llmfleet_monitoring\ntable inet llmfleet_ray\ntable inet llmfleet_serve_tiny_llama_sglang\n" \
-         "table inet llmfleet_serve_twin_tiny_llama_tp4\n"
+         "table inet llmfleet_serve_tiny_llama\n"
 
 
 def fixture(name):
@@ -64,7 +64,7 @@ def answers(files_out, units_out, tables_after="", tables_before=TABLES):
 def rehearsal():
     """thor1's listings after the rehearsal; the orphan's firewall table gone once its unit stopped."""
     return answers(fixture("thor1_after_rehearsal.list-unit-files.txt"), fixture("thor1_after_rehearsal.list-units.txt"),
-                   "table inet llmfleet_ray\ntable inet llmfleet_serve_twin_tiny_llama_tp4\n")
+                   "table inet llmfleet_ray\ntable inet llmfleet_serve_tiny_llama\n")
 
 
 def test_check_mode_reports_what_it_would_remove_and_runs_only_the_listings(monkeypatch, node):
