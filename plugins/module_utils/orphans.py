@@ -177,7 +177,7 @@ def unit_kind(unit, owned, text=None):
     (a safeguards instance; 'parent' names its engine unit), ray, ray_firewall, kept or unknown."""
     if unit in KEPT_UNITS:
         return 'kept', ''
-    base, _, suffix = unit.rpartition('.')
+    base, _dot, suffix = unit.rpartition('.')
     for template in INSTANCE_TEMPLATES:
         if base.startswith(template) and len(base) > len(template):
             return 'watchdog', base[len(template):]
