@@ -195,9 +195,11 @@ def unit_kind(unit, owned, text=None):
 
 
 def installed(unit_files, units, unit_texts=None, wanted_instances=()):
-    """{unit: {'state': list-unit-files state or '', 'enabled': bool, 'load', 'active', 'sub'}} of
-    every unit either listing names (parse_unit_files / parse_units), plus instances enabled through a
-    .wants/ symlink (list-unit-files lists only their template)."""
+    """{unit: {'state': list-unit-files state or '', 'enabled': bool, 'file': bool, 'load', 'active', 'sub'}}
+    of every unit either listing names (parse_unit_files / parse_units), plus instances enabled through a
+    .wants/ symlink (list-unit-files lists only their template). unit_texts: {unit: text} of the unit
+    files read from the unit directory (the collection writes its units there and nowhere else): a unit
+    has its file there only if it was read (a generated or vendor unit file is not the collection's)."""
     out = {}
     unit_texts = unit_texts or {}
     for unit in sorted(set(unit_files) | set(units) | set(wanted_instances)):
@@ -205,7 +207,7 @@ def installed(unit_files, units, unit_texts=None, wanted_instances=()):
         run = units.get(unit) or {}
         out[unit] = {'state': state, 'enabled': state in ('enabled', 'enabled-runtime', 'linked', 'linked-runtime',
                                                           'alias') or unit in wanted_instances,
-                     'file': unit in unit_texts or bool(state), 'load': run.get('load', ''),
+                     'file': unit in unit_texts, 'load': run.get('load', ''),
                      'active': run.get('active', 'inactive'), 'sub': run.get('sub', ''),
                      'description': run.get('description', ''), 'text': unit_texts.get(unit)}
     return out

@@ -32,8 +32,10 @@ THOR1_SIM = o.owned_set([o.node_assignment("thor1", {"unit": SGL, "hosts": ["tho
 
 
 def thor1_units():
-    return o.installed(o.parse_unit_files(fixture("thor1_after_rehearsal.list-unit-files.txt")),
-                       o.parse_units(fixture("thor1_after_rehearsal.list-units.txt")),
+    files = o.parse_unit_files(fixture("thor1_after_rehearsal.list-unit-files.txt"))
+    # the module reads each listed unit file from the unit directory (the template units aside)
+    texts = {unit: "[Unit]\n" for unit in files if "@." not in unit}
+    return o.installed(files, o.parse_units(fixture("thor1_after_rehearsal.list-units.txt")), texts,
                        wanted_instances=["llmfleet-watchdog@%s.timer" % SGL, "llmfleet-watchdog@%s.timer" % TWIN])
 
 
@@ -124,7 +126,8 @@ def test_a_node_that_left_ray_loses_its_ray_unit_table_and_files_and_unknown_uni
     units = o.installed(o.parse_unit_files("llmfleet-ray.service enabled enabled\n"
                                            "llmfleet-ray-firewall.service enabled enabled\n"
                                            "llmfleet-custom.service enabled enabled\n"),
-                        o.parse_units("llmfleet-ray.service loaded active running Ray worker node (llmfleet, sm_110)\n"))
+                        o.parse_units("llmfleet-ray.service loaded active running Ray worker node (llmfleet, sm_110)\n"),
+                        {"llmfleet-ray.service": "[Unit]\n", "llmfleet-ray-firewall.service": "[Unit]\n"})
     found = o.orphans(owned, units, ["inet llmfleet_ray", "inet llmfleet_monitoring", "inet filter"],
                       o.collection_files("/etc/llmfleet", ["ray.env", "ray.nft", "comm.env"], [], []))
     assert [(u["unit"], u["kind"], u["running"]) for u in found["units"]] == [
@@ -132,6 +135,16 @@ def test_a_node_that_left_ray_loses_its_ray_unit_table_and_files_and_unknown_uni
     assert found["nft_tables"] == ["inet llmfleet_ray"]
     assert found["files"] == ["/etc/llmfleet/ray.env", "/etc/llmfleet/ray.nft"]
     assert found["unknown"] == ["llmfleet-custom.service"]
+
+
+def test_a_unit_file_outside_the_unit_directory_is_not_removed_but_disabled_and_stopped():
+    # a generated (or vendor) unit of the collection's name: systemd lists its file, the module found none to read
+    units = o.installed({"llmfleet-serve-old.service": "generated"},
+                        o.parse_units("llmfleet-serve-old.service loaded active running vllm old rank 0 (API)\n"))
+    found = o.orphans(THOR1_SIM, units)
+    assert found["units"][0]["file"] is False
+    assert o.actions(found) == [("run", ["systemctl", "stop", "llmfleet-serve-old.service"]),
+                                ("run", ["systemctl", "reset-failed", "llmfleet-serve-old.service"])]
 
 
 def test_actions_stop_timers_first_then_the_rest_disable_remove_reload_reset():
