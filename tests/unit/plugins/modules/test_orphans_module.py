@@ -158,9 +158,12 @@ def test_without_a_service_manager_units_are_only_reported(monkeypatch, node):
                           "Failed to connect to bus: Host is down\n"
         return listed(argv)
     listed = rehearsal()
-    out = run_module(monkeypatch, orphans, {"owned": node[2]}, commands=run, bins=BINS)
+    out = run_module(monkeypatch, orphans, {"owned": node[2], "node": "thor1"}, commands=run, bins=BINS)
     assert not out.failed and not out.result["changed"] and len(out.calls) == 3
     assert "no service manager" in out.warnings[0]
+    # the orphan's files stay too (a unit runner outside systemd may read them); named, not removed
+    assert (node[1] / (SGL + ".env")).exists()
+    assert out.result["msg"].startswith("thor1: found ") and str(node[1] / (SGL + ".env")) in out.result["msg"]
 
 
 def test_a_listing_that_fails_fails_naming_the_command(monkeypatch, node):
