@@ -20,8 +20,9 @@ role                units (/etc/systemd/system)                             file
 ==================  ======================================================  ============================
 serve               <prefix>-<model>.service (engine; llm_server stamps     <config_dir>/<unit>.env,
                     ``# llmfleet-serve-hash:``; with the Ray backend on      <config_dir>/firewall-<unit>.nft,
-                    node rank 0 only), llmfleet-firewall-<unit less          table inet llmfleet_serve_<model>
-                    llmfleet->.service (every node of the group)
+                    node rank 0 only: owned on every node of the group, the  table inet llmfleet_serve_<model>
+                    serve role removes the others), llmfleet-firewall-<unit
+                    less llmfleet->.service (every node of the group)
 safeguards          llmfleet-watchdog@<unit>.timer (enabled instance), its  <unit>.service.d/50-llmfleet-
                     @.service/-restart@/headroom@ instances; the template    safeguards.conf,
                     units themselves are kept (shared by every unit)        <config_dir>/safeguards/<unit>.json
@@ -72,14 +73,17 @@ def serve_firewall(unit, config_dir, prefix=SERVE_PREFIX):
 
 def node_assignment(host, group, ray_node, serve_unit_name=''):
     """What one node runs, from its serving group (cluster_plan's planned group, or None) and whether
-    it is a Ray node: engine units (the serve role runs one unless the Ray backend places the rank),
-    watched units (safeguards: every node of the group), its group's unit prefix and the Ray flag."""
+    it is a Ray node: its group's engine unit, the units safeguards watches there (every node of the
+    group), the group's unit prefix and the Ray flag.
+
+    The engine unit is the node's on every node of its group, also where the Ray backend places the
+    node's rank as a Ray worker and the serve role runs no unit there: that role removes a unit left
+    from another backend itself, in its own order (the API rank drained first, then the others), which
+    a removal at the start of the run would undo (a headless rank killed under a serving API rank)."""
     if not group:
         return {'host': host, 'engine_units': [], 'watched': [], 'prefix': SERVE_PREFIX, 'ray': bool(ray_node)}
     unit = group['unit']
-    hosts = list(group.get('hosts') or [])
-    runs = group.get('backend') != 'ray' or (hosts and hosts[0] == host) or group.get('head') == host
-    engine = [serve_unit_name or unit] if runs else []
+    engine = [serve_unit_name or unit]
     return {'host': host, 'engine_units': engine, 'watched': sorted({unit} | set(engine)),
             'prefix': group.get('unit_prefix') or SERVE_PREFIX, 'ray': bool(ray_node)}
 

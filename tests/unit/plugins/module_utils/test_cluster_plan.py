@@ -226,7 +226,7 @@ NODE_ENV = ["/etc/llmfleet/comm.env", "/etc/llmfleet/engine.env", "/etc/llmfleet
 
 
 def serving(unit, engine=True, table=None):
-    """The units a node of `unit`'s group gets (engine unit where it runs one), the table, the files."""
+    """The units a node of `unit`'s group gets (engine=False: without the engine unit), the table, the files."""
     short = unit[len("llmfleet-"):]
     units = ["llmfleet-firewall-%s.service" % short, "llmfleet-watchdog@%s.timer" % unit]
     files = ["/etc/llmfleet/firewall-%s.nft" % unit, "/etc/llmfleet/safeguards/%s.json" % unit,
@@ -281,16 +281,17 @@ def test_a_node_that_left_the_ray_cluster_owns_no_ray_unit_table_or_env_file():
     assert owned["units"] == [] and owned["nft_tables"] == [] and owned["files"] == NODE_ENV
 
 
-def test_with_the_ray_backend_only_node_rank_0_owns_the_engine_unit():
+def test_with_the_ray_backend_every_node_of_the_group_owns_its_engine_unit():
+    # node rank 0 runs the unit; the serve role removes a worker's (from an earlier backend) in its own
+    # order, the API rank drained first: the removal at the start of the run must not kill it before
     profiles = dict(PROFILES, vl=dict(PROFILES["vl"], backend="ray"))
     hv = hostvars()
     groups = sg.plan(None, HOSTS, GROUPS, ["spark1", "spark2"], profiles, {"profile": "vl", "release": "r-vl"})
     head = cp.host_plan("spark1", GROUPS, hv, groups, profiles["vl"], "v")["owned"]
     worker = cp.host_plan("spark2", GROUPS, hv, groups, profiles["vl"], "v")["owned"]
-    assert head["engine_units"] == [SPARK_UNIT] and worker["engine_units"] == []
-    # the worker keeps the group's firewall and watchdog (the serve and safeguards roles put them on every node)
-    assert worker["units"] == sorted(serving(SPARK_UNIT, engine=False)[0] + RAY)
-    assert "/etc/llmfleet/%s.env" % SPARK_UNIT not in worker["files"]
+    assert head["engine_units"] == worker["engine_units"] == [SPARK_UNIT]
+    assert worker["units"] == sorted(serving(SPARK_UNIT)[0] + RAY)
+    assert "/etc/llmfleet/%s.env" % SPARK_UNIT in worker["files"]
 
 
 def test_an_emulated_machine_owns_the_units_of_all_its_nodes_and_only_its_own_files():
