@@ -16,6 +16,7 @@ directory (``common_config_dir``, default /etc/llmfleet).
 
 import os
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils import orphans as _orphans
 from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _groups
 from ansible_collections.llmfleet.cluster.plugins.module_utils import topology as _topology
 # the inventory cannot be planned: one error type for the layout (planner) and the host's plan
@@ -33,6 +34,8 @@ INPUTS = (
     'serve_host', 'serve_unit_prefix', 'common_prefix', 'common_config_dir', 'common_service_user',
     'common_service_group', 'common_service_home', 'ray_node_port', 'ray_node_firewall', 'llmfleet_variants_dir',
     'llmfleet_machine', 'llmfleet_cuda_devices',
+    # the names of what the roles install, where the inventory renames it (the owned set: owned())
+    'ray_node_unit', 'serve_unit_name', 'safeguards_serve_units',
 ) + tuple('ray_node_' + name for name in ('node_manager_port', 'object_manager_port', 'metrics_port',
                                           'client_server_port', 'autoscaler_metrics_port', 'dashboard_metrics_port',
                                           'agent_ports',
@@ -240,6 +243,21 @@ def _serve(host, group, profile, unit_prefix, addresses):
                 api_url=url + '/v1' if url else '', profile_spec=profile or {})
 
 
+def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_hosts):
+    """What the plan assigns to `host`'s machine (module_utils/orphans.py owned_set): the collection's
+    units, timers, nft tables and this host's files; a converge removes the rest (llmfleet.cluster.orphans).
+    On an emulated node the units and tables are the machine's: every node of it in this cluster."""
+    machine = [host] + [h for h in (emulated or {}).get('nodes') or [] if h != host and h in cluster_hosts]
+    nodes = [_orphans.node_assignment(h, _groups.group_of(planned, h), h in ray_nodes,
+                                      _get(hostvars, h, 'serve_unit_name', '')) for h in machine]
+    extra = _get(hostvars, host, 'safeguards_serve_units', []) or []
+    watched = [u['name'] for u in extra if isinstance(u, dict) and isinstance(u.get('name'), str)] \
+        if isinstance(extra, (list, tuple)) else []
+    complete = not emulated or all(h in cluster_hosts for h in emulated.get('nodes') or [])
+    return _orphans.owned_set(nodes, config_dir, _get(hostvars, host, 'ray_node_unit', _orphans.RAY_UNIT),
+                              watched, complete)
+
+
 def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='', default_profile=None,
               default_variants_dir='', variant_error='', grouped=False):
     """The plan of `host` (a plain dict; the fact llmfleet_plan).
@@ -324,4 +342,5 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'env_files': env_files(layout['config_dir'], serve.get('unit', '')),
         'ray_ports': ray_ports(hostvars, host, emulated.get('index', 0)),
         'emulation': emulated,
+        'owned': owned(host, hostvars, planned, ray_nodes, layout['config_dir'], emulated, cluster_hosts),
     }

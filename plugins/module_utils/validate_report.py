@@ -12,7 +12,9 @@ Input (``raw``), assembled by the playbook from what each host reported:
   ``probe``: ``{ray_service, serve_units (systemctl list-units text), fabric_nic, mtu, fabric_link_up,
   network_facts (False when Ansible found no interfaces at all: no ``ip`` command),
   fabric_peers ({peer fabric IP: ok|lost} from pings over the fabric, or {error}), rdma
-  (rdma_info result), audit_env ({VAR: value} from the env files), fabric_transport}``;
+  (rdma_info result), audit_env ({VAR: value} from the env files), fabric_transport, orphans (the
+  orphans module's ``orphans``: the collection's units, tables and files the node's plan does not name,
+  or {error})}``;
   ``collective``: the ``collective_check`` result; ``ray``: the ``ray_cluster_info`` result (its
   failure included); ``smoke``: the ``serve_smoke`` result with ``url`` and ``model``;
 - ``params``: thresholds (``fabric_mtu``, ``bw_floor_gbps``, ``latency_max_s``, ``ray_unit``,
@@ -232,6 +234,37 @@ def _host_checks(cl, host, out):
     elif host not in cl.serving and any(u['active'] == 'active' for u in units):
         out.append(check(WARN, host, 'serve unit', '%s runs although %s is not in the serving group; fix: '
                          '`systemctl disable --now %s`' % (units[0]['unit'], host, units[0]['unit'])))
+    _orphan_checks(host, probe, out)
+
+
+def _orphan_checks(host, probe, out):
+    """The collection's units on `host` that its plan does not name (the orphans module's listing, in
+    check mode): one running is a FAIL naming node and unit; stopped leftovers (enabled units, files,
+    nftables tables) a WARN; none a PASS. No line where the listing did not run (older data)."""
+    if 'orphans' not in probe or probe.get('orphans') is None:
+        return
+    found = probe.get('orphans') or {}
+    fix = '`ansible-playbook site.yml --limit %s` (the converge removes what the plan does not assign)' % host
+    if found.get('error'):
+        out.append(check(WARN, host, 'collection units', 'could not list them: %s' % found['error']))
+        return
+    units = found.get('units') or []
+    running = [u for u in units if u.get('running')]
+    if running:
+        out.append(check(FAIL, host, 'collection units', '%s on %s, which the plan does not assign %s; fix: %s, or '
+                         '`systemctl disable --now %s` on %s'
+                         % (', '.join('%s runs (%s, %s/%s)' % (u['unit'], u.get('kind'), u.get('active'), u.get('sub'))
+                                      for u in running), host, 'it' if len(running) == 1 else 'them', fix,
+                            ' '.join(u['unit'] for u in running), host)))
+        return
+    left = ['%s (%s, %s)' % (u['unit'], u.get('kind'), u.get('active')) for u in units]
+    left += ['nft table %s' % t for t in found.get('nft_tables') or []] + list(found.get('files') or [])
+    if left:
+        out.append(check(WARN, host, 'collection units', 'left over on %s, not in its plan: %s; fix: %s'
+                         % (host, '; '.join(left), fix)))
+    else:
+        out.append(check(PASS, host, 'collection units', 'every llmfleet unit, table and env file on %s is in its plan'
+                         % host))
 
 
 def _fabric_reach_checks(cl, out):

@@ -217,3 +217,90 @@ def test_colliding_emulated_nodes_are_refused_naming_both(extra, words):
         plan_of("spark2" if "spark2" in extra else "thor1", **extra)
     for word in words:
         assert word in str(err.value)
+
+
+# ---- the owned set: what the plan assigns to a node's machine (the converge removes the rest)
+SPARK_UNIT, SG_UNIT = "llmfleet-serve-tiny", "llmfleet-serve-tiny-sg"
+RAY = ["llmfleet-ray-firewall.service", "llmfleet-ray.service"]
+NODE_ENV = ["/etc/llmfleet/comm.env", "/etc/llmfleet/engine.env", "/etc/llmfleet/nccl.env"]
+
+
+def serving(unit, engine=True, table=None):
+    """The units a node of `unit`'s group gets (engine=False: without the engine unit), the table, the files."""
+    short = unit[len("llmfleet-"):]
+    units = ["llmfleet-firewall-%s.service" % short, "llmfleet-watchdog@%s.timer" % unit]
+    files = ["/etc/llmfleet/firewall-%s.nft" % unit, "/etc/llmfleet/safeguards/%s.json" % unit,
+             "/etc/systemd/system/%s.service.d/50-llmfleet-safeguards.conf" % unit]
+    if engine:
+        units.append(unit + ".service")
+        files.append("/etc/llmfleet/%s.env" % unit)
+    return units, "inet llmfleet_serve_" + (table or short[len("serve-"):].replace("-", "_")), files
+
+
+# host, serving-group spec, inventory extras, {key of plan.owned: expected value}
+OWNED_CASES = [
+    # the API node of the default group, a Ray node: engine, its firewall and watchdog, Ray and its firewall
+    ("spark1", None, {}, {
+        "units": sorted(serving(SPARK_UNIT)[0] + RAY), "nft_tables": ["inet llmfleet_ray", "inet llmfleet_serve_tiny"],
+        "files": sorted(serving(SPARK_UNIT)[2] + NODE_ENV + ["/etc/llmfleet/ray.env", "/etc/llmfleet/ray.nft"]),
+        "engine_units": [SPARK_UNIT], "patterns": ["llmfleet-*"], "complete": True}),
+    # a Ray worker that serves nothing: Ray alone (a serve unit there is an orphan)
+    ("thor1", None, {}, {"units": RAY, "nft_tables": ["inet llmfleet_ray"], "engine_units": [],
+                         "files": sorted(NODE_ENV + ["/etc/llmfleet/ray.env", "/etc/llmfleet/ray.nft"])}),
+    # two groups: thor2 owns the SGLang group's units, not the sparks'
+    ("thor2", TWO, {}, {"units": sorted(serving(SG_UNIT)[0] + RAY), "engine_units": [SG_UNIT],
+                        "nft_tables": ["inet llmfleet_ray", "inet llmfleet_serve_tiny_sg"]}),
+    # another unit prefix: its units are listed too, by the firewall's naming
+    ("spark1", None, {"all": {"serve_unit_prefix": "acme"}}, {
+        "patterns": ["acme-*", "llmfleet-*"], "serve_prefixes": ["acme", "llmfleet-serve"], "engine_units": ["acme-tiny"],
+        "nft_tables": ["inet llmfleet_ray", "inet llmfleet_serve_tiny"]}),
+    # the inventory renames the Ray unit, the engine unit (serve_unit_name) and adds a watched unit
+    ("spark1", None, {"all": {"ray_node_unit": "ray-head", "serve_unit_name": "my-engine",
+                              "safeguards_serve_units": [{"name": "custom", "health_url": "http://x"}]}}, {
+        "engine_units": ["my-engine"], "ray_units": ["llmfleet-ray", "ray-head"],
+        "units": sorted(["llmfleet-firewall-serve-tiny.service", "llmfleet-watchdog@llmfleet-serve-tiny.timer",
+                         "llmfleet-firewall-my-engine.service", "llmfleet-watchdog@my-engine.timer",
+                         "llmfleet-watchdog@custom.timer", "my-engine.service",
+                         "ray-head-firewall.service", "ray-head.service"])}),
+    # another configuration directory moves every owned file
+    ("thor1", None, {"all": {"common_config_dir": "/etc/fleet"}},
+     {"files": ["/etc/fleet/comm.env", "/etc/fleet/engine.env", "/etc/fleet/nccl.env", "/etc/fleet/ray.env",
+                "/etc/fleet/ray.nft"]}),
+]
+
+
+@pytest.mark.parametrize("host, spec, extra, want", OWNED_CASES)
+def test_the_owned_set(host, spec, extra, want):
+    owned = plan_of(host, spec, **extra)["owned"]
+    assert {k: owned[k] for k in want} == want
+
+
+def test_a_node_that_left_the_ray_cluster_owns_no_ray_unit_table_or_env_file():
+    groups = dict(GROUPS, ray_workers=["spark2", "thor2"])
+    owned = cp.host_plan("thor1", groups, hostvars(), [], None, "v")["owned"]
+    assert owned["units"] == [] and owned["nft_tables"] == [] and owned["files"] == NODE_ENV
+
+
+def test_with_the_ray_backend_every_node_of_the_group_owns_its_engine_unit():
+    # node rank 0 runs the unit; the serve role removes a worker's (from an earlier backend) in its own
+    # order, the API rank drained first: the removal at the start of the run must not kill it before
+    profiles = dict(PROFILES, vl=dict(PROFILES["vl"], backend="ray"))
+    hv = hostvars()
+    groups = sg.plan(None, HOSTS, GROUPS, ["spark1", "spark2"], profiles, {"profile": "vl", "release": "r-vl"})
+    head = cp.host_plan("spark1", GROUPS, hv, groups, profiles["vl"], "v")["owned"]
+    worker = cp.host_plan("spark2", GROUPS, hv, groups, profiles["vl"], "v")["owned"]
+    assert head["engine_units"] == worker["engine_units"] == [SPARK_UNIT]
+    assert worker["units"] == sorted(serving(SPARK_UNIT)[0] + RAY)
+    assert "/etc/llmfleet/%s.env" % SPARK_UNIT in worker["files"]
+
+
+def test_an_emulated_machine_owns_the_units_of_all_its_nodes_and_only_its_own_files():
+    owned = plan_of("thor1", TWO, **ONE_MACHINE)["owned"]
+    assert owned["engine_units"] == [SPARK_UNIT, SG_UNIT]
+    assert {SPARK_UNIT + ".service", SG_UNIT + ".service"} <= set(owned["units"])
+    assert "/etc/llmfleet/nodes/thor1/%s.env" % SG_UNIT in owned["files"]
+    assert not any(f.startswith("/etc/llmfleet/nodes/spark1") for f in owned["files"])
+    assert owned["complete"] is True
+    # a node of the machine in another cluster: this plan does not know its units (report only)
+    other = dict(ONE_MACHINE, thor2={"llmfleet_cluster": "other"})
+    assert plan_of("thor1", **other)["owned"]["complete"] is False

@@ -151,6 +151,14 @@ BROKEN = [
      [("FAIL", "cluster/sim", "serve smoke", "401")]),
     ("latency over the limit", _set(["params", "latency_max_s"], 0.5),
      [("FAIL", "cluster/sim", "serve latency", "limit 0.5 s")]),
+    # issue 38: back on the sim after the rehearsal, thor1's rehearsal vLLM rank crash-looped while validate passed
+    ("an orphan engine unit crash-loops on a node", _set(["results", "thor1", "probe", "orphans"], {
+        "units": [{"unit": "llmfleet-serve-tiny-llama.service", "kind": "engine", "active": "activating",
+                   "sub": "auto-restart", "running": True, "enabled": True, "file": True}],
+        "nft_tables": [], "files": [], "unknown": []}),
+     [("FAIL", "thor1", "collection units",
+       "llmfleet-serve-tiny-llama.service runs (engine, activating/auto-restart) on thor1, which the plan "
+       "does not assign it; fix: `ansible-playbook site.yml --limit thor1`")]),
     ("head unreachable", _head_unreachable,
      [("FAIL", "spark1", "reachable", "ansible spark1 -m ping"), ("FAIL", "cluster/sim", "ray cluster", "no result"),
       ("FAIL", "cluster/sim", "all-reduce", "spark1: did not run"), ("FAIL", "cluster/sim", "serve smoke", "no completion")]),
@@ -169,6 +177,35 @@ def test_each_breakage_fails_with_its_line(mutate, expect):
         assert words in c["detail"], c
         assert vr.line(c) in rep["lines"]
     assert {t for st, t, _n, _w in expect if st == "FAIL"} <= set(rep["failed_targets"])
+
+
+NO_ORPHANS = {"units": [], "nft_tables": [], "files": [], "unknown": []}
+
+
+@pytest.mark.parametrize("orphans, status, words", [
+    (NO_ORPHANS, "PASS", "every llmfleet unit, table and env file on spark2 is in its plan"),
+    # stopped leftovers: nothing runs, but an enabled unit starts at the next boot
+    (dict(NO_ORPHANS, units=[{"unit": "llmfleet-ray.service", "kind": "ray", "active": "inactive", "sub": "dead",
+                              "running": False, "enabled": True, "file": True}],
+          nft_tables=["inet llmfleet_ray"], files=["/etc/llmfleet/ray.env"]),
+     "WARN", "left over on spark2, not in its plan: llmfleet-ray.service (ray, inactive); nft table inet llmfleet_ray; "
+             "/etc/llmfleet/ray.env"),
+    ({"error": "systemctl list-units failed (rc 1): Access denied"}, "WARN", "could not list them: systemctl"),
+    # two running: both named, in one FAIL
+    (dict(NO_ORPHANS, units=[{"unit": "a.service", "kind": "engine", "active": "active", "sub": "running", "running": True},
+                             {"unit": "llmfleet-watchdog@a.service.timer", "kind": "watchdog", "active": "active",
+                              "sub": "waiting", "running": True}]),
+     "FAIL", "`systemctl disable --now a.service llmfleet-watchdog@a.service.timer` on spark2"),
+])
+def test_collection_units_on_a_node_against_its_plan(orphans, status, words):
+    raw = base()
+    raw["results"]["spark2"]["probe"]["orphans"] = orphans
+    c = find(vr.evaluate(raw), "spark2", "collection units")
+    assert c["status"] == status and words in c["detail"], c
+
+
+def test_no_collection_units_line_where_the_listing_did_not_run():
+    assert not [c for c in vr.evaluate(base())["checks"] if c["check"] == "collection units"]
 
 
 def test_skipped_results_count_as_missing():
