@@ -106,7 +106,7 @@ errors:
   type: list
   elements: str
   sample: ["vllm 0.32.0: unknown flag --swap-space: this build's --help does not list it"]
-warnings:
+flag_warnings:
   description: What the engine accepts but should not be relied on (also given as Ansible warnings).
   returned: always
   type: list
@@ -235,7 +235,9 @@ def main():
                                      % (label, engine, version, path, to_native(exc)), **result)
 
     check = flagcheck.check(p["argv"], help_text, engine, version, {"gates": p["gates"]})
-    result.update(check)
+    # "warnings" is Ansible's own result key (exit_json(warnings=...) is deprecated in ansible-core
+    # 2.19): the engine's warnings are returned as flag_warnings and given through module.warn()
+    result.update({("flag_warnings" if k == "warnings" else k): v for k, v in check.items()})
     for warning in check["warnings"]:
         module.warn(warning)
     if not check["ok"]:

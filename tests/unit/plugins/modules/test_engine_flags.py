@@ -130,7 +130,7 @@ def test_check_fills_the_cache_then_reads_it(monkeypatch, bare_venv, tmp_path, p
         assert len(out.result["errors"]) == len(errors), out.result["errors"]
         for got, want in zip(out.result["errors"], errors):
             assert want in got
-        assert len(out.warnings) == len(warnings) == len(out.result["warnings"]), out.warnings
+        assert len(out.warnings) == len(warnings) == len(out.result["flag_warnings"]), out.warnings
         for got, want in zip(out.warnings, warnings):
             assert want in got
         if errors:
