@@ -37,7 +37,7 @@ LAST = ("test_upgrade.py", "test_teardown.py")
 # the fault-injection checks (each an engine or Ray restart or two) after them. When `make test` runs
 # short of time, its deadline (below) drops checks from the end of this order, not LAST's.
 MIDDLE = ("test_cluster.py", "test_sglang.py", "test_security.py", "test_serve_ray.py", "test_serve_lifecycle.py",
-          "test_validate.py", "test_monitoring.py", "test_safeguards.py", "test_guards.py", "test_partition.py")
+          "test_orphans.py", "test_validate.py", "test_monitoring.py", "test_safeguards.py", "test_guards.py", "test_partition.py")
 
 # Checks whose first step replaces whatever serves (their own serve.yml run): a module that changed
 # what serves may leave its change to them instead of spending an engine load on restoring the
