@@ -1,19 +1,21 @@
 # Copyright: llmfleet maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""The cluster's API key on the controller: given, from the environment, or generated once into a 0600 file."""
+"""A cluster's secret on the controller (its API key, Ray's token): given, from the environment, or generated once into a 0600 file."""
 
 DOCUMENTATION = r"""
 name: api_key
 author:
   - llmfleet maintainers (@llmfleet)
 version_added: "0.2.0"
-short_description: The OpenAI API key of a cluster, generated on first use
+short_description: The OpenAI API key of a cluster (or another of its secrets), generated on first use
 description:
   - Returns the API key of one cluster, taken in this order from the controller's environment
     variable C(LLMFLEET_API_KEY), then the key file I(path), which is created on first use with a
     cryptographically random key (Python C(secrets), 256 bits, URL-safe text), mode 0600 in a 0700
     directory.
+  - With I(name), another secret of the cluster kept the same way in its own file (C(ray_token) is Ray's
+    authentication token, with I(use_env=false)).
   - A key kept in a vault is passed as the variable C(serve_api_key) instead and never reaches this lookup.
   - Concurrent first uses (forks) agree on one key; the file is created exclusively and a loser reads
     the winner's key.
@@ -27,9 +29,13 @@ options:
     required: true
   path:
     description:
-      - The key file. Empty means C(~/.config/llmfleet/<cluster>/api_key) (C($XDG_CONFIG_HOME) when set).
+      - The key file. Empty means C(~/.config/llmfleet/<cluster>/<name>) (C($XDG_CONFIG_HOME) when set).
     type: str
     default: ""
+  name:
+    description: The secret's file name in the cluster's directory (letters, digits, C(_) and C(-)).
+    type: str
+    default: api_key
   use_env:
     description: Take C(LLMFLEET_API_KEY) from the controller's environment when it is set.
     type: bool
@@ -42,6 +48,11 @@ options:
 """
 
 EXAMPLES = r"""
+- name: Ray's token of the cluster (its own file, never from the environment)
+  ansible.builtin.set_fact:
+    ray_node_auth_token: "{{ lookup('llmfleet.cluster.api_key', llmfleet_cluster, name='ray_token', use_env=false) }}"
+  no_log: true
+
 - name: Call the API with the cluster's key (the header is no_log)
   ansible.builtin.uri:
     url: http://10.231.1.11:8000/v1/models
@@ -58,6 +69,7 @@ _raw:
 """
 
 import os
+import re
 import secrets
 
 from ansible.errors import AnsibleLookupError
@@ -65,9 +77,9 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.lookup import LookupBase
 
 
-def default_path(cluster):
+def default_path(cluster, name='api_key'):
     base = os.environ.get('XDG_CONFIG_HOME') or os.path.join(os.path.expanduser('~'), '.config')
-    return os.path.join(base, 'llmfleet', cluster, 'api_key')
+    return os.path.join(base, 'llmfleet', cluster, name)
 
 
 def read_or_create(path):
@@ -84,23 +96,26 @@ def read_or_create(path):
     with open(path) as handle:
         key = handle.read().strip()
     if os.stat(path).st_mode & 0o077:
-        raise AnsibleLookupError('API key file %s is readable by others: chmod 600 %s' % (path, path))
+        raise AnsibleLookupError('secret file %s is readable by others: chmod 600 %s' % (path, path))
     if not key:
-        raise AnsibleLookupError('API key file %s is empty: delete it (a new key is generated) or write the key into it' % path)
+        raise AnsibleLookupError('secret file %s is empty: delete it (a new one is generated) or write the secret into it' % path)
     return key
 
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        unknown = sorted(set(kwargs) - {'path', 'use_env', 'want'})
+        unknown = sorted(set(kwargs) - {'path', 'use_env', 'want', 'name'})
         if unknown:
-            raise AnsibleLookupError('api_key: unknown option(s) %s (path, use_env, want)' % ', '.join(unknown))
+            raise AnsibleLookupError('api_key: unknown option(s) %s (path, use_env, want, name)' % ', '.join(unknown))
+        name = str(kwargs.get('name') or 'api_key')
+        if not re.match(r'^[A-Za-z0-9_-]+$', name):
+            raise AnsibleLookupError('api_key: name must be a file name of letters, digits, _ and -, got %r' % (name,))
         want = kwargs.get('want', 'key')
         if want not in ('key', 'path'):
             raise AnsibleLookupError('api_key: want must be key or path, got %r' % (want,))
         if len(terms) != 1 or not str(terms[0]).strip() or '/' in str(terms[0]):
             raise AnsibleLookupError('api_key takes one cluster name (llmfleet_cluster), got %r' % (terms,))
-        path = os.path.expanduser(str(kwargs.get('path') or '') or default_path(str(terms[0]).strip()))
+        path = os.path.expanduser(str(kwargs.get('path') or '') or default_path(str(terms[0]).strip(), name))
         if want == 'path':
             return [path]
         if boolean(kwargs.get('use_env', True), strict=False) and os.environ.get('LLMFLEET_API_KEY'):
@@ -108,4 +123,4 @@ class LookupModule(LookupBase):
         try:
             return [read_or_create(path)]
         except OSError as exc:
-            raise AnsibleLookupError('cannot read or create the API key file %s: %s' % (path, exc))
+            raise AnsibleLookupError('cannot read or create the secret file %s: %s' % (path, exc))

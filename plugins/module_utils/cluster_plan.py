@@ -32,8 +32,8 @@ CURRENT = 'current'
 INPUTS = (
     'llmfleet_cluster', 'llmfleet_fabric_ip', 'llmfleet_gpu_arch', 'llmfleet_gpus_per_node', 'llmfleet_release',
     'serve_host', 'serve_unit_prefix', 'common_prefix', 'common_config_dir', 'common_service_user',
-    'common_service_group', 'common_service_home', 'ray_node_port', 'ray_node_firewall', 'llmfleet_variants_dir',
-    'llmfleet_machine', 'llmfleet_cuda_devices',
+    'common_service_group', 'common_service_home', 'ray_node_port', 'ray_node_firewall', 'ray_node_auth', 'llmfleet_variants_dir',
+    'llmfleet_machine', 'llmfleet_machine_gpus', 'llmfleet_cuda_devices',
     # the names of what the roles install, where the inventory renames it (the owned set: owned())
     'ray_node_unit', 'serve_unit_name', 'safeguards_serve_units',
 ) + tuple('ray_node_' + name for name in ('node_manager_port', 'object_manager_port', 'metrics_port',
@@ -112,6 +112,28 @@ def paths(prefix=DEFAULT_PREFIX, config_dir=DEFAULT_CONFIG_DIR, release=''):
     }
 
 
+# Ray's own authentication (Ray >= 2.52): with RAY_AUTH_MODE=token every GCS, raylet and dashboard
+# call carries the cluster's shared token; without it anyone who reaches a Ray port runs code as the
+# service user. Ray reads the token from the file RAY_AUTH_TOKEN_PATH names (never argv, never the
+# environment itself). Ray 2.60 still defaults to disabled for `ray start` clusters, and says so on
+# every start; 'disabled' is written out so a later Ray's default does not change a running lab.
+RAY_AUTH_MODES = ('token', 'disabled')
+RAY_AUTH_TOKEN_FILE = 'ray-auth-token'
+
+
+def ray_auth(mode, config_dir, host=''):
+    """The Ray authentication of one node: its mode, the token file and the environment every Ray
+    process and Ray client of the node (the Ray unit, engines on Ray, probes) must carry."""
+    mode = str(mode if mode not in (None, '') else 'token').strip().lower()
+    if mode not in RAY_AUTH_MODES:
+        raise PlanError('%s: ray_node_auth %r is not one of %s; set token (the default: Ray checks the '
+                        "cluster's shared token on every connection) or disabled" % (host, mode, ', '.join(RAY_AUTH_MODES)))
+    if mode == 'disabled':
+        return {'mode': mode, 'token_file': '', 'env': {'RAY_AUTH_MODE': 'disabled'}}
+    token_file = '%s/%s' % (config_dir.rstrip('/'), RAY_AUTH_TOKEN_FILE)
+    return {'mode': mode, 'token_file': token_file, 'env': {'RAY_AUTH_MODE': 'token', 'RAY_AUTH_TOKEN_PATH': token_file}}
+
+
 def env_files(config_dir=DEFAULT_CONFIG_DIR, unit=''):
     """The env files the roles write under the configuration directory and the units load.
 
@@ -161,13 +183,24 @@ def _ray_port_set(ports, is_head, gcs_port):
     return set(single) | set(range(ports['min_worker_port'], ports['max_worker_port'] + 1))
 
 
-def emulation(host, hostvars, order, gpus_per_node=1):
+# An emulation on a machine with fewer GPUs than its nodes need (llmfleet_machine_gpus) shares each
+# GPU between nodes; each vLLM rank then asks for this share of the GPU's memory at most, so that all
+# tenants of one GPU fit (vLLM's --gpu-memory-utilization is a share of the whole GPU, its single
+# tenant's 0.85-0.9 by default). SGLang sizes its KV cache from the memory free when its rank starts
+# (--mem-fraction-static of the whole GPU), so a second rank on the same GPU finds nothing left:
+# the plan refuses an SGLang group on shared GPUs.
+SHARED_GPU_MEMORY = 0.8
+
+
+def emulation(host, hostvars, order, gpus_per_node=1, engine=''):
     """What node emulation adds to `host` ({} for a real node): the inventory names the machine an
     inventory host runs on (``llmfleet_machine``); two or more hosts on one machine are emulated
     nodes of it, each with its own GPUs (CUDA_VISIBLE_DEVICES: node k of the machine gets GPUs
     k*gpus_per_node.., or ``llmfleet_cuda_devices``), its own NCCL host identity (NCCL_HOSTID: NCCL
     takes ranks with one host hash for one host and would join them over P2P/SHM instead of the
     network transport the real nodes use), its own configuration directory and its own Ray ports.
+    Where the inventory says the machine has fewer GPUs (``llmfleet_machine_gpus``) the nodes share
+    them, round robin, each vLLM rank with its share of the memory (SHARED_GPU_MEMORY).
     A real inventory sets no ``llmfleet_machine`` and gets none of it."""
     machine = _get(hostvars, host, 'llmfleet_machine', '')
     if not machine:
@@ -176,11 +209,17 @@ def emulation(host, hostvars, order, gpus_per_node=1):
     if len(nodes) < 2:
         return {}
     index = nodes.index(host)
+    machine_gpus = _get(hostvars, host, 'llmfleet_machine_gpus', None)
+    if machine_gpus is not None and (isinstance(machine_gpus, bool) or not str(machine_gpus).isdigit() or int(machine_gpus) < 1):
+        raise PlanError('%s: llmfleet_machine_gpus %r is not a GPU count; set the number of GPUs machine %r has '
+                        '(e.g. 1), or leave it unset: each emulated node then owns its GPUs' % (host, machine_gpus, machine))
+    machine_gpus = int(machine_gpus) if machine_gpus is not None else 0
 
     def devices(node, k):
         value = _get(hostvars, node, 'llmfleet_cuda_devices', None)
         if value is None:
-            return list(range(k * gpus_per_node, (k + 1) * gpus_per_node))
+            first = k * gpus_per_node
+            return [(first + i) % machine_gpus if machine_gpus else first + i for i in range(gpus_per_node)]
         items = value if isinstance(value, (list, tuple)) else str(value).split(',')
         try:
             return [int(str(item).strip()) for item in items]
@@ -189,24 +228,35 @@ def emulation(host, hostvars, order, gpus_per_node=1):
                             % (node, value, k)) from None
 
     mine = devices(host, index)
+    tenants = max(sum(1 for k, other in enumerate(nodes) if gpu in devices(other, k)) for gpu in mine)
     for k, other in enumerate(nodes):
-        if other != host and set(devices(other, k)) & set(mine):
+        if other != host and set(devices(other, k)) & set(mine) and not machine_gpus:
             raise PlanError('%s: llmfleet_cuda_devices %s share GPU(s) %s with %s, another emulated node of machine %r: '
                             'each node of an emulation owns its GPUs; give each host its own (llmfleet_cuda_devices, '
-                            'or leave it unset: node k gets GPUs from k * llmfleet_gpus_per_node)'
+                            'or leave it unset: node k gets GPUs from k * llmfleet_gpus_per_node), or set '
+                            'llmfleet_machine_gpus where the machine has fewer GPUs than its nodes'
                             % (host, mine, sorted(set(devices(other, k)) & set(mine)), other, machine))
+    if tenants > 1 and engine == 'sglang':
+        raise PlanError('%s: serves SGLang on GPU(s) %s shared with %d other emulated node(s) of machine %r '
+                        '(llmfleet_machine_gpus %d): SGLang sizes its memory from what is free when each rank starts, '
+                        'so the second rank on a GPU finds none; emulate SGLang on a machine with a GPU per node'
+                        % (host, mine, tenants - 1, machine, machine_gpus))
+    vllm_args = {'--disable-custom-all-reduce': True}
+    if tenants > 1:
+        vllm_args['--gpu-memory-utilization'] = round(SHARED_GPU_MEMORY / tenants, 2)
     return {
         'machine': machine,
         'index': index,
         'nodes': nodes,
         'cuda_devices': mine,
+        'gpu_tenants': tenants,
         # NCCL_P2P_DISABLE / NCCL_SHM_DISABLE as the four-node field notes set them: no path between
         # two nodes' GPUs but the network, also where NCCL would find one on this machine
         'env': {'CUDA_VISIBLE_DEVICES': ','.join(str(d) for d in mine), 'NCCL_HOSTID': '%s-%s' % (machine, host),
                 'NCCL_P2P_DISABLE': '1', 'NCCL_SHM_DISABLE': '1'},
         # a real node's engine would never see its peers' GPUs as local: vLLM's custom all-reduce
         # (CUDA IPC between the ranks' GPUs) must not bridge the emulated nodes either
-        'engine_args': {'vllm': {'--disable-custom-all-reduce': True}, 'sglang': {'--disable-custom-all-reduce': True}},
+        'engine_args': {'vllm': vllm_args, 'sglang': {'--disable-custom-all-reduce': True}},
     }
 
 
@@ -287,7 +337,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         item.pop('is_head')
     group = _groups.group_of(serve_groups or [], host)
     gpus = _get(hostvars, host, 'llmfleet_gpus_per_node', 1)
-    emulated = emulation(host, hostvars, order, int(gpus) if str(gpus).isdigit() else 1)
+    emulated = emulation(host, hostvars, order, int(gpus) if str(gpus).isdigit() else 1, (profile or {}).get('engine', ''))
     if emulated and profile:
         # the engine flags the emulation adds (emulation()['engine_args']) on top of the profile's own
         extra = emulated['engine_args'].get(profile.get('engine'), {})
@@ -338,6 +388,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'release': release,
         'service': {key: _get(hostvars, host, 'common_service_' + key, value) for key, value in DEFAULT_SERVICE.items()},
         'firewall': _flag(_get(hostvars, host, 'ray_node_firewall', True)),
+        'ray_auth': ray_auth(_get(hostvars, host, 'ray_node_auth', 'token'), layout['config_dir'], host),
         'paths': layout,
         'env_files': env_files(layout['config_dir'], serve.get('unit', '')),
         'ray_ports': ray_ports(hostvars, host, emulated.get('index', 0)),

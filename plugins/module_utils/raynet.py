@@ -37,11 +37,12 @@ def node_ip_problem(ip):
     return ''
 
 
-def engine_ray_env(backend, head_ip, port=6379):
-    """``{'RAY_ADDRESS': 'head_ip:port'}`` for an engine that joins the collection's Ray (backend ``ray``), else ``{}``."""
+def engine_ray_env(backend, head_ip, port=6379, auth=None):
+    """``{'RAY_ADDRESS': 'head_ip:port'}`` plus ``auth`` (the node's Ray authentication environment,
+    the plan's ``ray_auth.env``) for an engine that joins the collection's Ray (backend ``ray``), else ``{}``."""
     if str(backend or '') != 'ray' or not head_ip:
         return {}
-    return {'RAY_ADDRESS': '%s:%d' % (head_ip, int(port))}
+    return dict(auth or {}, RAY_ADDRESS='%s:%d' % (head_ip, int(port)))
 
 
 def parse_limits(text):

@@ -54,6 +54,13 @@ options:
     description: Fail when the audit finds a difference.
     type: bool
     default: true
+  ray_env:
+    description:
+      - Environment the probe's Ray client runs with, besides the module's own; the node's Ray authentication (the
+        cluster plan's C(ray_auth.env), i.e. C(RAY_AUTH_MODE) and C(RAY_AUTH_TOKEN_PATH)). A cluster that checks tokens refuses
+        a client without them.
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
   - ansible.builtin.action_common_attributes
@@ -70,6 +77,7 @@ EXAMPLES = r'''
     wait_for_nodes: 4
     wait_for_gpus: 4
     timeout: 300
+    ray_env: {RAY_AUTH_MODE: token, RAY_AUTH_TOKEN_PATH: /etc/llmfleet/ray-auth-token}
 
 - name: Audit what each Ray worker process really has
   llmfleet.cluster.ray_cluster_info:
@@ -138,6 +146,7 @@ def main():
             timeout=dict(type='int', default=120),
             audit_env=dict(type='dict', default={}),
             fail_on_drift=dict(type='bool', default=True),
+            ray_env=dict(type='dict', default={}),
         ),
         supports_check_mode=True,
     )
@@ -149,7 +158,7 @@ def main():
     cmd = [p['venv'] + '/bin/python', '-c', ray_state.PROBE, json.dumps(args)]
     if p['run_as']:
         cmd = [module.get_bin_path('runuser', required=True), '-u', p['run_as'], '--'] + cmd
-    rc, out, err = module.run_command(cmd, cwd='/')
+    rc, out, err = module.run_command(cmd, cwd='/', environ_update={str(k): str(v) for k, v in p['ray_env'].items()})
     if rc != 0:
         module.fail_json(msg='Ray probe failed against %s (rc=%s): %s' % (p['address'], rc, err[-2000:]),
                          stdout=out[-2000:])

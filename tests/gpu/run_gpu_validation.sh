@@ -121,6 +121,15 @@ phase_setup() {
   local secrets; secrets=$(find /etc/llmfleet -name 'llmfleet-serve-*.env')
   chmod 0600 $secrets
   id "$user" >/dev/null 2>&1 && chown -R "$user:$user" "$home" $secrets
+  # Ray's token file (the plan's ray_auth): the render writes it no_log, so its text is not in the
+  # stage; one random token for the whole emulated cluster, at the path each node's ray.env names
+  local tokens f
+  tokens=$(grep -hs '^RAY_AUTH_TOKEN_PATH=' $(find /etc/llmfleet -name ray.env) | cut -d= -f2- | tr -d '"' | sort -u)
+  [[ -s $XFER/ray_token ]] || "$PY" -c 'import secrets; print(secrets.token_urlsafe(32))' > "$XFER/ray_token"
+  for f in $tokens; do
+    install -D -m 0600 "$XFER/ray_token" "$f"; id "$user" >/dev/null 2>&1 && chown "$user:$user" "$f"
+  done
+  log "Ray token files: ${tokens:-none (ray_node_auth disabled)}"
   log "release $venv: wrappers over $PY with $site on PYTHONPATH (no pip install on this host)"
   make_release "$venv" "$site"; ln -sfn "$venv" "$cur"
   # bench.yml's client for every engine: `vllm bench serve` of the vLLM release
@@ -158,7 +167,11 @@ phase_render() {
   gpus=$(nvidia-smi -L | grep -c '^GPU'); tp=$(( gpus >= 2 ? 2 : 1 ))
   if [[ $INVENTORY == inventories/gpu-host ]]; then
     printf '{"llmfleet_tensor_parallel_size": %d, "llmfleet_gpus_per_node": %d}\n' "$tp" "$tp" > "$XFER/extra.json"
-  else echo '{}' > "$XFER/extra.json"; fi  # emulated nodes: the inventory and EXTRA_VARS name the layout
+  else
+    # emulated nodes: the inventory and EXTRA_VARS name the layout; a machine with fewer GPUs than
+    # nodes shares them (the plan's llmfleet_machine_gpus: round robin, each vLLM rank its share)
+    printf '{"llmfleet_machine_gpus": %d}\n' "$gpus" > "$XFER/extra.json"
+  fi
   rm -f "$XFER"/extra-*.yml
   local n=0 f; for f in ${EXTRA_VARS:-}; do n=$((n + 1)); cp "$REPO/$f" "$XFER/extra-$n.yml" || return 1; done
   log "render on this host with the roles (check mode): $gpus GPU(s), $(cat "$XFER/extra.json") ${EXTRA_VARS:-}"
@@ -331,7 +344,8 @@ phase_collection() {
     --gpus 2 --run-as "$(run_as_user)" --audit "$(audit_arg)" --timeout 90 | tee "$RES/ray-probe.json"
   log "engine unit (TP=2 over Ray)"
   serve_up "$serve_unit" tp2 || return 1
-  timeout 90 "$(stage_val venv)/bin/python" -c "
+  # a Ray client as the collection's own (Ray's authentication from a node's ray.env, the token file's path)
+  env $(grep -hs '^RAY_AUTH_' "$(find /etc/llmfleet -name ray.env | head -1)" | tr -d '"') timeout 90 "$(stage_val venv)/bin/python" -c "
 import ray, json; ray.init(address='$(stage_val ray_address)', logging_level='ERROR', log_to_driver=False)
 print(json.dumps({'cluster_gpus': ray.cluster_resources().get('GPU'), 'available_gpus': ray.available_resources().get('GPU')}))" \
     2>/dev/null | tail -1 | tee "$RES/ray-in-use.json"

@@ -39,6 +39,10 @@ FABRIC_IP = {h: v["llmfleet_fabric_ip"] for h, v in _HOSTS.items()}
 MGMT_IP = {h: v["ansible_host"] for h, v in _HOSTS.items()}
 RAY_HEAD_IP = FABRIC_IP["spark1"]
 
+# A Ray client on a node as the collection's own probes run it: the service user, with the node's Ray
+# authentication (ray_node_auth: token, the default; the token file is the service user's alone).
+RAY_CLIENT = "runuser -u llmfleet -- env RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/llmfleet/ray-auth-token"
+
 PROBE = ("import json, ray; ray.init(address='%s:6379', logging_level='ERROR', log_to_driver=False); "
          "print('STATE', json.dumps(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))" % RAY_HEAD_IP)
 
@@ -59,7 +63,7 @@ def node(name):
 
 def alive_ray_ips(head_host):
     """Fabric IPs of the alive Ray nodes, as the head's GCS sees them (head_host: a testinfra host)."""
-    out = head_host.check_output(f"runuser -u llmfleet -- {VENV}/bin/python -c \"{PROBE}\" 2>/dev/null | grep ^STATE")
+    out = head_host.check_output(f"{RAY_CLIENT} {VENV}/bin/python -c \"{PROBE}\" 2>/dev/null | grep ^STATE")
     return json.loads(out.split(" ", 1)[1])
 
 

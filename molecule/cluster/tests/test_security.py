@@ -1,6 +1,6 @@
 """Secure by default on the converged sim (issue 21), checked from the controller, which is not a
-cluster peer: Ray's and the rendezvous ports refuse it on both networks while peers get through, the
-API wants the cluster's key, no secret reaches the output of the secret-bearing plays at -vvv, host
+cluster peer: Ray's and the rendezvous ports refuse it on both networks while peers get through, Ray
+itself refuses a peer without the cluster's token, the API wants the cluster's key, no secret reaches the output of the secret-bearing plays at -vvv, host
 keys are pinned by the first-contact playbook, and the units are sandboxed."""
 import json
 import os
@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import FABRIC_IP, MGMT_IP, ROOT, api_key, failures, node, run_playbook
+from conftest import FABRIC_IP, MGMT_IP, RAY_CLIENT, ROOT, VENV, api_key, failures, node, run_playbook
 
 UNIT = "llmfleet-serve-tiny-llama"
 API = f"http://{FABRIC_IP['spark1']}:8000"
@@ -135,6 +135,39 @@ def test_the_key_reaches_the_engine_only_through_its_0600_env_file():
     assert key not in h.check_output("ps -eo args")
 
 
+RAY_TOKEN_FILE = "/etc/llmfleet/ray-auth-token"
+RAY_JOIN = ("import ray; ray.init(address='%s:6379', logging_level='ERROR', log_to_driver=False); "
+            "print('JOINED', len([n for n in ray.nodes() if n['Alive']]))" % FABRIC_IP["spark1"])
+
+
+def _ray_join(h, env):
+    """A Ray client on node h, as the service user with `env` (its only Ray settings), joining the head."""
+    return h.run(f"runuser -u llmfleet -- env -u RAY_AUTH_TOKEN_PATH {env} timeout 90 {VENV}/bin/python -c \"{RAY_JOIN}\"")
+
+
+def test_ray_refuses_a_client_without_the_cluster_token_even_from_a_peer():
+    """Ray's own authentication (ray_node_auth: token): spark2 is a cluster peer, so the firewall lets
+    it reach the head's GCS; only a client with the cluster's token joins. The token is the service
+    user's 0600 file and reaches no argv or process environment (Ray reads it from the file)."""
+    h = node("spark2")
+    f = h.file(RAY_TOKEN_FILE)
+    assert f.mode == 0o600 and f.user == "llmfleet", (oct(f.mode), f.user)
+    token = f.content_string.strip()
+    assert len(token) >= 32
+    ok = h.run(f"{RAY_CLIENT} timeout 90 {VENV}/bin/python -c \"{RAY_JOIN}\"")
+    assert "JOINED 4" in ok.stdout, ok.stderr[-2000:]
+    wrong = _ray_join(h, f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN=not-the-token-{secrets.token_hex(8)}")
+    unaware = _ray_join(h, "RAY_AUTH_MODE=disabled")
+    for refused in (wrong, unaware):
+        assert "JOINED" not in refused.stdout and refused.rc != 0, refused.stdout
+        print(f"refused (rc {refused.rc}): {refused.stderr.strip().splitlines()[-1:]}")
+    assert token not in h.check_output("ps -eo args")
+    pid = h.check_output("systemctl show -p MainPID --value llmfleet-ray").strip()
+    environ = h.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ")
+    assert f"RAY_AUTH_TOKEN_PATH={RAY_TOKEN_FILE}" in environ and "RAY_AUTH_MODE=token" in environ
+    assert token not in environ
+
+
 def _leaks(out, secret_values):
     return [s for s in secret_values if s and s in out]
 
@@ -143,20 +176,21 @@ def test_secrets_never_reach_the_output_at_vvv(monkeypatch):
     """The plays that carry the API key (serve, summary, validate's smoke) and the HF token (models,
     hub download on the controller), at -vvv: neither value appears anywhere in their output."""
     key = api_key()
+    ray_token = node("spark1").file(RAY_TOKEN_FILE).content_string.strip()
     token = "hf_leakcheck_" + secrets.token_hex(16)
     monkeypatch.setenv("HF_TOKEN", token)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the hub is never contacted
     rc, out, secs = run_playbook("playbooks/serve.yml", "-vvv", timeout=900)
     assert rc == 0, failures(out)
-    assert not _leaks(out, [key, token]), "serve.yml printed a secret at -vvv"
+    assert not _leaks(out, [key, token, ray_token]), "serve.yml printed a secret at -vvv"
     total = secs
     rc, out, secs = run_playbook("playbooks/summary.yml", "-vvv", timeout=600)
     assert rc == 0, failures(out)
-    assert not _leaks(out, [key, token]), "summary.yml printed a secret at -vvv"
+    assert not _leaks(out, [key, token, ray_token]), "summary.yml printed a secret at -vvv"
     assert "API key file: " in out
     total += secs
     rc, out, secs = run_playbook("playbooks/validate.yml", "-vvv", timeout=900)
-    assert not _leaks(out, [key, token]), "validate.yml printed a secret at -vvv"
+    assert not _leaks(out, [key, token, ray_token]), "validate.yml printed a secret at -vvv"
     assert "smoke" in out.lower()
     total += secs
     # the hub path: the token goes to the download process on stdin; the download itself fails here
@@ -165,7 +199,7 @@ def test_secrets_never_reach_the_output_at_vvv(monkeypatch):
                                  extra_vars={"models_source": "hf", "models_hf_repo": "llmfleet/none"}, timeout=600)
     assert rc != 0 and "llmfleet/none" in out, "the hub download was expected to fail (offline)"
     assert "HF_TOKEN=" not in out
-    assert not _leaks(out, [key, token]), "models.yml printed the HF token at -vvv"
+    assert not _leaks(out, [key, token, ray_token]), "models.yml printed the HF token at -vvv"
     total += secs
     print(f"-vvv leak check of serve, summary, validate, models: {total:.0f}s")
 

@@ -14,7 +14,7 @@ import re
 import pytest
 import yaml
 
-from conftest import FABRIC_IP, VENV, api_key, failures, node, recap, run_module, run_playbook, serving_is_replaced_next
+from conftest import FABRIC_IP, RAY_CLIENT, VENV, api_key, failures, node, recap, run_module, run_playbook, serving_is_replaced_next
 
 API = f"http://{FABRIC_IP['spark1']}:8000"
 MODEL = "tiny-llama"
@@ -39,7 +39,7 @@ def serve(profile=None):
 def alive_vllm_workers():
     """[node IP] of the alive vLLM rank actors, as the Ray head's GCS lists them."""
     out = node("spark1").check_output(
-        f"runuser -u llmfleet -- {VENV}/bin/python -c \"{ACTORS}\" 2>/dev/null | grep ^STATE")
+        f"{RAY_CLIENT} {VENV}/bin/python -c \"{ACTORS}\" 2>/dev/null | grep ^STATE")
     return sorted(ip for cls, ip, state in json.loads(out.split(" ", 1)[1])
                   if state == "ALIVE" and cls in RANK_ACTORS)
 

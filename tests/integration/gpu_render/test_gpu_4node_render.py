@@ -112,6 +112,16 @@ def test_each_node_has_its_own_ports_gpu_and_socket_transport(stage):
         assert "--address=127.0.0.2:6379" in exec_start(stage / node / RAY_UNIT)
 
 
+def test_each_node_runs_ray_with_token_auth_from_its_own_token_file(stage):
+    """Ray's authentication (the plan's ray_auth): each node's Ray unit loads RAY_AUTH_MODE=token and its
+    own config directory's token file; the token's text is written no_log, so the stage has none of it."""
+    for node in NODES:
+        ray_env = env_file(stage / node / "etc" / "llmfleet" / "nodes" / node / "ray.env")
+        token_file = "/etc/llmfleet/nodes/%s/ray-auth-token" % node
+        assert ray_env.get("RAY_AUTH_MODE") == "token" and ray_env.get("RAY_AUTH_TOKEN_PATH") == token_file, (node, ray_env)
+        assert not (stage / node / token_file.lstrip("/")).exists()
+
+
 def test_the_head_serves_the_lab_profiles_flags(stage):
     """The PP 4 command: the lab profile's flags, less those the inventory drops (null), plus its own."""
     lab = yaml.safe_load((ROOT / "profiles" / "nemotron-super-nvfp4-vllm-pp4.yml").read_text())["args"]

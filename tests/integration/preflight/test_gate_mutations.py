@@ -221,6 +221,12 @@ def refused_choice(f: Fleet):
     return f.head(), "fabric_transport"
 
 
+def ray_auth_typo(f: Fleet):
+    host = (f.others(f.head()) or [f.head()])[-1]
+    f.set(host, "ray_node_auth", "tokens")
+    return host, "ray_node_auth"
+
+
 def relative_node_path(f: Fleet):
     f.set(f.head(), "ray_node_temp_dir", "tmp/ray")
     return f.head(), "ray_node_temp_dir"
@@ -431,6 +437,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("parallelism", "TP = the group's GPUs + 1", tp_pp_product),
     Mutation("versions", "one rank's llmfleet_release differs", release_differs),
     Mutation("role_args", "fabric_transport infiniband (not a choice)", refused_choice),
+    Mutation("role_args", "one node's ray_node_auth tokens (not a choice)", ray_auth_typo),
     Mutation("paths", "ray_node_temp_dir relative", relative_node_path),
     Mutation("names", "common_service_user 'LLM Fleet'", unsafe_user),
     Mutation("ranges", "ray_node_port 70000", port_out_of_range),

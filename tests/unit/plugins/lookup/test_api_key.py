@@ -64,3 +64,18 @@ def test_refuses_an_unknown_option(lookup):
 def test_want_path_names_the_file_and_creates_nothing(lookup, tmp_path):
     assert lookup.run(['sim'], want='path') == [str(tmp_path / 'llmfleet' / 'sim' / 'api_key')]
     assert not (tmp_path / 'llmfleet').exists()
+
+
+def test_a_named_secret_has_its_own_file_and_ignores_the_api_key_env(lookup, monkeypatch, tmp_path):
+    monkeypatch.setenv('LLMFLEET_API_KEY', 'from-env')
+    token = lookup.run(['sim'], name='ray_token', use_env=False)[0]
+    path = tmp_path / 'llmfleet' / 'sim' / 'ray_token'
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text().strip() == token
+    assert token != 'from-env' and not (tmp_path / 'llmfleet' / 'sim' / 'api_key').exists()
+    assert lookup.run(['sim'], name='ray_token', use_env=False)[0] == token
+
+
+@pytest.mark.parametrize('name', ['../api_key', 'a b', 'x/y'])
+def test_refuses_a_secret_name_that_is_no_file_name(lookup, name):
+    with pytest.raises(AnsibleLookupError, match='name must be a file name'):
+        lookup.run(['sim'], name=name)

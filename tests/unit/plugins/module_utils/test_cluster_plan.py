@@ -219,6 +219,39 @@ def test_colliding_emulated_nodes_are_refused_naming_both(extra, words):
         assert word in str(err.value)
 
 
+ONE_GPU = {"all": {"llmfleet_machine": "gpu4", "llmfleet_gpus_per_node": 1, "llmfleet_machine_gpus": 1}}
+
+
+@pytest.mark.parametrize("extra, host, devices, tenants, utilisation", [
+    (ONE_GPU, "spark2", [0], 4, 0.2),
+    ({"all": dict(ONE_GPU["all"], llmfleet_machine_gpus=2)}, "spark2", [1], 2, 0.4),
+    ({"all": dict(ONE_GPU["all"], llmfleet_machine_gpus=4)}, "spark2", [1], 1, None),
+])
+def test_emulated_nodes_share_the_machines_gpus_each_vllm_rank_with_its_share(extra, host, devices, tenants, utilisation):
+    plan = plan_of(host, **extra)
+    assert plan["emulation"]["cuda_devices"] == devices and plan["emulation"]["gpu_tenants"] == tenants
+    assert plan["emulation"]["env"]["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, devices))
+    assert plan["serve"]["profile_spec"]["args"].get("--gpu-memory-utilization") == utilisation
+
+
+@pytest.mark.parametrize("extra, host, words", [
+    ({"all": dict(ONE_GPU["all"], llmfleet_machine_gpus=0)}, "spark1", ["spark1", "llmfleet_machine_gpus 0", "GPU count"]),
+    ({"all": dict(ONE_GPU["all"], llmfleet_machine_gpus="one")}, "spark1", ["llmfleet_machine_gpus 'one'"]),
+])
+def test_a_bad_machine_gpu_count_names_host_and_value(extra, host, words):
+    with pytest.raises(cp.PlanError) as err:
+        plan_of(host, **extra)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_sglang_on_a_shared_gpu_is_refused_with_the_reason():
+    with pytest.raises(cp.PlanError) as err:
+        plan_of("thor1", TWO, **ONE_GPU)
+    assert "thor1: serves SGLang on GPU(s) [0] shared with 3 other emulated node(s)" in str(err.value)
+    assert "emulate SGLang on a machine with a GPU per node" in str(err.value)
+
+
 # ---- the owned set: what the plan assigns to a node's machine (the converge removes the rest)
 SPARK_UNIT, SG_UNIT = "llmfleet-serve-tiny", "llmfleet-serve-tiny-sg"
 RAY = ["llmfleet-ray-firewall.service", "llmfleet-ray.service"]
@@ -304,3 +337,20 @@ def test_an_emulated_machine_owns_the_units_of_all_its_nodes_and_only_its_own_fi
     # a node of the machine in another cluster: this plan does not know its units (report only)
     other = dict(ONE_MACHINE, thor2={"llmfleet_cluster": "other"})
     assert plan_of("thor1", **other)["owned"]["complete"] is False
+
+
+@pytest.mark.parametrize("extra, want", [
+    ({}, {"mode": "token", "token_file": "/etc/llmfleet/ray-auth-token",
+          "env": {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/etc/llmfleet/ray-auth-token"}}),
+    ({"common_config_dir": "/srv/cfg/"}, {"mode": "token", "token_file": "/srv/cfg/ray-auth-token",
+                                          "env": {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/srv/cfg/ray-auth-token"}}),
+    ({"ray_node_auth": "Disabled"}, {"mode": "disabled", "token_file": "", "env": {"RAY_AUTH_MODE": "disabled"}}),
+])
+def test_ray_auth_is_token_by_default_with_the_nodes_token_file(extra, want):
+    assert plan_of("spark2", None, all=extra)["ray_auth"] == want
+
+
+def test_a_bad_ray_auth_mode_names_host_variable_value_and_fix():
+    with pytest.raises(cp.PlanError) as err:
+        plan_of("spark1", None, spark1={"ray_node_auth": "tokens"})
+    assert "spark1: ray_node_auth 'tokens' is not one of token, disabled; set token" in str(err.value)

@@ -44,6 +44,18 @@ def test_engine_ray_env(backend, head, port, want):
     assert raynet.engine_ray_env(backend, head, port) == want
 
 
+AUTH = {'RAY_AUTH_MODE': 'token', 'RAY_AUTH_TOKEN_PATH': '/etc/llmfleet/ray-auth-token'}
+
+
+@pytest.mark.parametrize('backend, want', [
+    ('ray', dict(AUTH, RAY_ADDRESS='10.0.0.11:6379')),
+    ('native', {}),
+    ('mp', {}),
+])
+def test_engine_ray_env_carries_the_nodes_ray_auth_on_ray_only(backend, want):
+    assert raynet.engine_ray_env(backend, '10.0.0.11', 6379, auth=AUTH) == want
+
+
 def test_parse_limits_real_proc_file():
     lim = raynet.parse_limits(fixture('controller_pid1.txt'))
     assert lim['Max open files'] == (32768, 32768)
