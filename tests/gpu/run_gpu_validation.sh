@@ -240,7 +240,7 @@ phase_assemble() {  # the carried parts of pack_carries.sh's one tar: extract ev
 # carried GGUF (an answer that means something: "Paris").
 phase_models_real() {
   local user; user=$(stage_val service_user)
-  if [[ ! -f /opt/llmfleet/models/llama-1b-shape/config.json ]]; then
+  if [[ ${MODELS_1B:-1} != 0 && ! -f /opt/llmfleet/models/llama-1b-shape/config.json ]]; then  # MODELS_1B=0: SmolLM2 only
     log "random-weight Llama-3.2-1B-shaped model"
     HF_HUB_OFFLINE=1 timeout 600 "$PY" "$REPO/roles/models/files/make_tiny_llama.py" /opt/llmfleet/models/llama-1b-shape \
       --hidden 2048 --layers 16 --heads 32 --kv-heads 8 --intermediate 8192 --vocab 1024 --max-pos 4096 >>"$RES/run.log" 2>&1
