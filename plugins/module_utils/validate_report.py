@@ -35,9 +35,11 @@ _RANK = {PASS: 0, WARN: 1, FAIL: 2}
 
 # Variables that legitimately differ per host (the node's own NIC/IP); all others in the audited env
 # files must agree across a serving group (NCCL_IB_DISABLE on one node only = "wrong type 3 != 4").
+# (NCCL_HOSTID, CUDA_VISIBLE_DEVICES and the token file's path: each emulated node's own, from its
+# plan's emulation and config directory; a real node sets no NCCL_HOSTID and shares the path)
 PER_HOST_VARS = ('VLLM_HOST_IP', 'SGLANG_HOST_IP', 'NCCL_SOCKET_IFNAME', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME',
                  'UCX_NET_DEVICES', 'NCCL_IB_HCA', 'OMPI_MCA_btl_tcp_if_include', 'RAY_NODE_IP',
-                 'HOSTNAME')
+                 'HOSTNAME', 'NCCL_HOSTID', 'CUDA_VISIBLE_DEVICES', 'RAY_AUTH_TOKEN_PATH')
 
 # Default all-reduce bus-bandwidth floors in Gbit/s per measured transport. RoCE on a DGX Spark's
 # 200GbE port: ~90-110 Gbit/s busbw; TCP over the same link: ~10-20; gloo on the CPU sim: ~1.
@@ -212,6 +214,9 @@ def _host_checks(cl, host, out):
     elif not nic:
         out.append(check(FAIL, host, 'fabric MTU', 'no interface holds llmfleet_fabric_ip %s; fix the inventory or the '
                          'NIC address (ansible-playbook site.yml --tags fabric --limit %s)' % (cl.ip(host), host)))
+    elif not int(_num(probe.get('mtu'))):
+        out.append(check(WARN, host, 'fabric MTU', '%s (%s): its MTU was not read (Ansible reads it with `ip`; '
+                         'iproute2 missing?); fix: install iproute2 on %s' % (nic, cl.ip(host), host)))
     elif int(_num(probe.get('mtu'))) < want_mtu:
         out.append(check(FAIL, host, 'fabric MTU', '%s (%s) has MTU %s < %d; fix: `ansible-playbook site.yml --tags '
                          'fabric --limit %s` (netplan sets it persistently)' % (nic, cl.ip(host), _fmt(probe.get('mtu')), want_mtu, host)))
@@ -220,7 +225,12 @@ def _host_checks(cl, host, out):
     model = cl.params.get('model')
     unit_name = cl.params.get('serve_unit')
     units = [u for u in parse_serve_units(probe.get('serve_units')) if not unit_name or u['unit'] == unit_name]
-    if host in cl.serving and model:
+    if host in cl.serving and model and probe.get('runs_unit') in (False, 'False', 'false'):
+        # backend ray: the engine's unit runs on the group's first node, this node's rank is a Ray worker
+        # of it (validate's Ray lines check the node; the smoke checks the engine)
+        out.append(check(PASS, host, 'serve unit', 'no unit here: its rank is a Ray worker of the engine on the '
+                         "group's first node"))
+    elif host in cl.serving and model:
         active = [u for u in units if u['active'] == 'active']
         if active:
             u = active[0]

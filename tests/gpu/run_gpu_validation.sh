@@ -286,6 +286,9 @@ ray_up() {  # $1 = unit file (one host); emulated nodes: every node's own unit, 
       --pidfile "$XFER/ray-$h.pid" $(as_root_flag) | tee -a "$RES/run.log"
     # the workers' units wait for the head's GCS in ExecStartPre=, which unit_exec.py does not run
     for _ in $(seq 1 60); do (exec 3<>"/dev/tcp/${head_addr%:*}/${head_addr#*:}") 2>/dev/null && break; sleep 1; done
+    # one node at a time: raylets started within a second of each other on one machine failed to
+    # bind ("Address already in use") or to register in time (16 cores); systemd would restart them
+    sleep "${RAY_NODE_GAP:-10}"
   done
 }
 

@@ -426,3 +426,15 @@ def test_mtu_with_network_facts_still_judges_the_nic():
     raw = base()
     raw["results"]["spark2"]["probe"].update(network_facts=True, mtu=1500)
     assert find(vr.evaluate(raw), "spark2", "fabric MTU")["status"] == "FAIL"
+
+
+def test_a_ray_worker_rank_passes_without_a_unit_and_a_unit_rank_still_needs_one():
+    """Backend ray: the plan's runs_unit is false on the group's other nodes (their ranks are Ray
+    workers of the engine on its first node); a node whose plan runs a unit still FAILs without it."""
+    raw = base()
+    raw["results"]["spark2"]["probe"].update(runs_unit=False, serve_units="")
+    c = find(vr.evaluate(raw), "spark2", "serve unit")
+    assert c["status"] == "PASS" and "Ray worker" in c["detail"]
+    raw["results"]["spark2"]["probe"].update(runs_unit=True)
+    c = find(vr.evaluate(raw), "spark2", "serve unit")
+    assert c["status"] == "FAIL" and "not installed" in c["detail"]
