@@ -163,7 +163,8 @@ def test_ray_refuses_a_client_without_the_cluster_token_even_from_a_peer():
         print(f"refused (rc {refused.rc}): {refused.stderr.strip().splitlines()[-1:]}")
     assert token not in h.check_output("ps -eo args")
     pid = h.check_output("systemctl show -p MainPID --value llmfleet-ray").strip()
-    environ = h.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ")
+    # (read as the service user: root in the node's container lacks the ptrace right /proc/PID/environ needs)
+    environ = h.check_output(f"runuser -u llmfleet -- cat /proc/{pid}/environ | tr '\\0' '\\n'")
     assert f"RAY_AUTH_TOKEN_PATH={RAY_TOKEN_FILE}" in environ and "RAY_AUTH_MODE=token" in environ
     assert token not in environ
 
