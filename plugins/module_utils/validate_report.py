@@ -544,6 +544,8 @@ def _topology(cl, coll, smoke):
         probe = cl.res(h, 'probe') or {}
         units = parse_serve_units(probe.get('serve_units'))
         serves = sorted({u['model'] or u['unit'] for u in units if u['active'] == 'active'})
+        if not serves and h in cl.serving and cl.params.get('model') and probe.get('runs_unit') in (False, 'False', 'false'):
+            serves = ['%s (Ray worker)' % cl.params['model']]  # its rank runs in the engine on the group's first node
         node = alive.get(cl.ip(h))
         nodes.append({
             'host': h, 'fabric_ip': cl.ip(h),

@@ -435,6 +435,8 @@ def test_a_ray_worker_rank_passes_without_a_unit_and_a_unit_rank_still_needs_one
     raw["results"]["spark2"]["probe"].update(runs_unit=False, serve_units="")
     c = find(vr.evaluate(raw), "spark2", "serve unit")
     assert c["status"] == "PASS" and "Ray worker" in c["detail"]
+    node = next(n for n in vr.evaluate(raw)["clusters"][0]["nodes"] if n["host"] == "spark2")
+    assert len(node["serves"]) == 1 and node["serves"][0].endswith(" (Ray worker)"), node["serves"]
     raw["results"]["spark2"]["probe"].update(runs_unit=True)
     c = find(vr.evaluate(raw), "spark2", "serve unit")
     assert c["status"] == "FAIL" and "not installed" in c["detail"]
