@@ -148,7 +148,9 @@ def classify_rsync_failure(host, sender, sender_ip, rc, stderr):
     text = (stderr or "").strip().splitlines()
     last = text[-1] if text else ""
     low = (stderr or "").lower()
-    if rc == 255 or "connection refused" in low or "timed out" in low or "no route" in low:
+    # rsync's own --timeout (exit 30, "io timeout") can fire before ssh's ConnectTimeout on a loaded
+    # machine, as both have the same length: the peer did not answer in time either way
+    if rc in (255, 30) or "connection refused" in low or "timed out" in low or "io timeout" in low or "no route" in low:
         if "host key verification failed" in low:
             cause = f"{sender}'s ssh host key at {sender_ip} is not the one recorded"
             fix = (f"check that {sender_ip} is {sender}'s fabric address (llmfleet_fabric_ip); re-run the "

@@ -128,6 +128,8 @@ def test_rsync_argv_pull_and_probe():
     (255, "ssh: connect to host 10.0.1.11 port 22: No route to host\nrsync: connection unexpectedly closed",
      "cannot reach spark1 at its fabric address 10.0.1.11", "check the fabric link"),
     (255, "ssh: connect to host 10.0.1.11 port 22: Connection timed out", "cannot reach spark1", "models_distribution: controller"),
+    (30, "[Receiver] io timeout after 5 seconds -- exiting\nrsync error: timeout in data send/receive (code 30) at io.c(201) "
+         "[Receiver=3.2.7]", "cannot reach spark1 at its fabric address 10.0.1.11", "check the fabric link"),
     (255, "root@10.0.1.11: Permission denied (publickey).\r\nrsync: connection unexpectedly closed",
      "refused the cluster key", "authorized_keys"),
     (255, "Host key verification failed.", "host key at 10.0.1.11 is not the one recorded", "llmfleet_fabric_ip"),
