@@ -160,6 +160,12 @@ def _alive_by_ip(ray):
     return {n.get('ip'): n for n in (ray or {}).get('nodes') or []}
 
 
+def _ray_worker_rank(cl, host, probe):
+    """True for a serving node whose plan runs no engine unit (serve.runs_unit false, backend ray): its
+    rank is a Ray worker of the engine on the group's first node. The fact arrives as text from Ansible."""
+    return host in cl.serving and bool(cl.params.get('model')) and str(probe.get('runs_unit')).lower() == 'false'
+
+
 def _host_checks(cl, host, out):
     probe = cl.res(host, 'probe')
     if probe is None:
@@ -225,7 +231,7 @@ def _host_checks(cl, host, out):
     model = cl.params.get('model')
     unit_name = cl.params.get('serve_unit')
     units = [u for u in parse_serve_units(probe.get('serve_units')) if not unit_name or u['unit'] == unit_name]
-    if host in cl.serving and model and probe.get('runs_unit') in (False, 'False', 'false'):
+    if _ray_worker_rank(cl, host, probe):
         # backend ray: the engine's unit runs on the group's first node, this node's rank is a Ray worker
         # of it (validate's Ray lines check the node; the smoke checks the engine)
         out.append(check(PASS, host, 'serve unit', 'no unit here: its rank is a Ray worker of the engine on the '
@@ -544,7 +550,7 @@ def _topology(cl, coll, smoke):
         probe = cl.res(h, 'probe') or {}
         units = parse_serve_units(probe.get('serve_units'))
         serves = sorted({u['model'] or u['unit'] for u in units if u['active'] == 'active'})
-        if not serves and h in cl.serving and cl.params.get('model') and probe.get('runs_unit') in (False, 'False', 'false'):
+        if not serves and _ray_worker_rank(cl, h, probe):
             serves = ['%s (Ray worker)' % cl.params['model']]  # its rank runs in the engine on the group's first node
         node = alive.get(cl.ip(h))
         nodes.append({
