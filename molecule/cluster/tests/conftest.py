@@ -90,7 +90,7 @@ def pytest_collection_modifyitems(config, items):
 # rounded up; a file not named here counts DEFAULT_EXPECTED_S.
 EXPECTED_S = {"test_rerun.py": 300, "test_cluster.py": 140, "test_sglang.py": 60, "test_security.py": 180,
               "test_serve_ray.py": 160, "test_serve_lifecycle.py": 720, "test_orphans.py": 170, "test_validate.py": 200,
-              "test_monitoring.py": 150, "test_safeguards.py": 130, "test_guards.py": 510, "test_partition.py": 120,
+              "test_monitoring.py": 180, "test_safeguards.py": 130, "test_guards.py": 510, "test_partition.py": 120,
               "test_upgrade.py": 1100, "test_teardown.py": 360}
 DEFAULT_EXPECTED_S = 300
 _FILE_STARTED = {}

@@ -18,8 +18,8 @@ UNIT = "llmfleet-serve-tiny-llama"
 # the sim's groups and what serves them (inventories/sim/group_vars/all.yml)
 ENDPOINTS = {"sparks": (f"http://{FABRIC_IP['spark1']}:8000", "tiny-llama"),
              "thors": (f"http://{FABRIC_IP['thor1']}:8000", "tiny-llama-sglang")}
-# killed rank -> alert firing: the rank's unit leaves `active` (node exporter's systemd collector),
-# the next scrape (10 s) and rule evaluation (10 s) see it; 60 s leaves room for a busy machine
+# killed rank -> alert firing: the rank's unit leaves `active` and systemd's restart count of it goes up
+# (node exporter's systemd collector), the next scrape (10 s) and rule evaluation (10 s) see it; 60 s leaves room for a busy machine
 ALERT_BOUND_S = 60
 
 
@@ -99,21 +99,18 @@ def alerts(name):
 
 
 def test_a_killed_engine_rank_fires_its_alert_within_the_bound():
-    """SIGKILL of spark2's headless vLLM rank. Two outcomes, both seen on the sim: systemd restarts the
-    rank alone while the API rank keeps its dead session (/metrics still answers), and
-    ServingGroupRankDown names spark2 within ALERT_BOUND_S; or the API rank's engine dies with its
-    peer, and EngineTargetDown names the group's API node within the bound plus the rule's `for:` (30 s).
-    Either way the group serves again (the safeguards watchdog restarts every rank:
-    test_serve_lifecycle.py's bound, 420 s) and the alerts resolve."""
-    assert not alerts("ServingGroupRankDown") and not alerts("EngineTargetDown")
+    """SIGKILL of spark2's headless vLLM rank: EngineRankRestarted names spark2's rank 1 within
+    ALERT_BOUND_S, whatever the group does next. Three outcomes were seen on the sim: the API rank's
+    engine stops with its peer and systemd restarts both, serving again in ~40 s (too short for
+    EngineTargetDown's 30 s `for:`); or that restart is slower and EngineTargetDown names the API node
+    too; or systemd restarts the rank alone while the API rank keeps its dead session, and
+    ServingGroupRankDown names spark2 until the safeguards watchdog restarts every rank
+    (test_serve_lifecycle.py's bound, 420 s). In each the group serves again and its group alerts resolve."""
+    group_alerts = ("ServingGroupRankDown", "EngineTargetDown")
     spark2 = node("spark2")
-    pid = spark2.check_output(f"systemctl show -P MainPID {UNIT}")
-    assert int(pid) > 0
-    t0 = time.monotonic()
-    spark2.run_expect([0], f"kill -9 {pid}")
 
-    def firing():
-        return [a for a in alerts("ServingGroupRankDown") + alerts("EngineTargetDown")
+    def firing(*names):
+        return [a for name in names for a in alerts(name)
                 if a["state"] == "firing" and a["labels"]["group"] == "sparks"]
 
     def serves():
@@ -121,21 +118,24 @@ def test_a_killed_engine_rank_fires_its_alert_within_the_bound():
             return complete("sparks") == 8
         except OSError:
             return False
+    # an earlier check's restart may still be in EngineRankRestarted's 2 min window
+    wait_for(lambda: not firing(*group_alerts, "EngineRankRestarted"), 150, step=5)
+    pid = spark2.check_output(f"systemctl show -P MainPID {UNIT}")
+    assert int(pid) > 0
+    t0 = time.monotonic()
+    spark2.run_expect([0], f"kill -9 {pid}")
     try:
-        took = wait_for(firing, ALERT_BOUND_S + 30, step=1)
-        alert = firing()[0]
-        name = alert["labels"]["alertname"]
-        print(f"\nspark2 rank killed: {name} on {alert['labels']['node']} firing after {took:.0f}s")
-        if name == "ServingGroupRankDown":
-            assert alert["labels"]["node"] == "spark2" and alert["labels"]["rank"] == "1", alert
-            assert took <= ALERT_BOUND_S, f"{name} after {took:.0f}s (bound {ALERT_BOUND_S}s)"
-        else:
-            assert alert["labels"]["node"] == "spark1", alert  # the group's API rank
+        took = wait_for(lambda: [a for a in firing("EngineRankRestarted") if a["labels"]["node"] == "spark2"],
+                        ALERT_BOUND_S, step=1)
+        alert = [a for a in firing("EngineRankRestarted") if a["labels"]["node"] == "spark2"][0]
+        assert alert["labels"]["rank"] == "1" and alert["labels"]["engine"] == "vllm", alert
+        others = sorted({(a["labels"]["alertname"], a["labels"]["node"]) for a in firing(*group_alerts)})
+        print(f"\nspark2 rank killed: EngineRankRestarted firing after {took:.0f}s; group alerts so far {others}")
     finally:
         # the next checks need the group serving, whatever this one found
         wait_for(serves, 420, step=5)
-    cleared = wait_for(lambda: not firing(), 120, step=5)
-    print(f"serving again after {time.monotonic() - t0:.0f}s, alert resolved {cleared:.0f}s later")
+    cleared = wait_for(lambda: not firing(*group_alerts), 120, step=5)
+    print(f"serving again after {time.monotonic() - t0:.0f}s, group alerts clear {cleared:.0f}s later")
 
 
 def panel_queries():
