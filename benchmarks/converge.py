@@ -25,10 +25,14 @@ Two series, each on a fresh lab of its own, one lab at a time:
          the ratios mitogen / linear and linear / base, and each over the ping floor.
          Goal (issue 19): no-op <= 15 x the ping floor.
 
+  tagged (an already converged lab: --inventory): the no-op `site.yml` and `site.yml --tags <role>`
+         for each of --tagged-roles, interleaved, --rounds times each. Same run, same lab: each
+         tagged re-run over the whole no-op. Goal (issue 38): a tagged re-run <= the whole no-op.
+
 The no-op runs carry the ansible.posix.profile_tasks callback (a timestamp per task: no
 measurable cost), and their slowest tasks are written to the results.
 
-  benchmarks/converge.py [--series full,scale,noop] [--scale-nodes 4,8,16] [--scale-tags TAGS]
+  benchmarks/converge.py [--series full,scale,noop,tagged] [--scale-nodes 4,8,16] [--scale-tags TAGS]
                          [--scale-rounds 3]
                          [--inventory inventories/sim] [--rounds 2] [--keep-lab] [--no-record]
 """
@@ -43,6 +47,7 @@ import benchlib as bl  # noqa: E402
 
 NOOP_GOAL = 10.0
 NOOP_STRATEGY_GOAL = 15.0
+TAGGED_GOAL = 1.0
 SCALE_GOAL = 2.0
 
 
@@ -206,6 +211,26 @@ def series_scale(a, stamp: str, logs: Path) -> dict:
     return res
 
 
+def series_tagged(a, stamp: str, logs: Path) -> dict:
+    """The no-op site.yml and a re-run per role tag, interleaved round by round (load drift hits all)."""
+    inv = [(bl.ROOT / p).resolve() for p in a.inventory.split(",")]
+    env = bl.ansible_env("sim", stamp)
+    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(bl.ROOT / ".cache" / "facts")
+    names = ["all"] + a.tagged_roles
+    runs: dict = {name: [] for name in names}
+    playbook(inv, env, logs, "tagged-warmup", None)  # records where an earlier run left a role drifted
+    for i in range(a.rounds):
+        for name in names:
+            runs[name].append(playbook(inv, env, logs, f"tagged-{name}-{i}", None if name == "all" else name))
+    med = {name: bl.median([r["seconds"] for r in rs]) for name, rs in runs.items()}
+    res: dict = {"inventory": a.inventory, "rounds": a.rounds, "runs": runs,
+                 "seconds": med, "changed": {n: max(r["recap"]["changed"] for r in rs) for n, rs in runs.items()},
+                 "over_noop": {n: round(med[n] / med["all"], 2) for n in a.tagged_roles}}
+    res["goal"] = f"every --tags <role> re-run <= {TAGGED_GOAL:g} x the no-op site.yml"
+    res["goal_met"] = all(v <= TAGGED_GOAL for v in res["over_noop"].values()) and not any(res["changed"].values())
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--series", default="full,scale", help="full, scale or both (default)")
@@ -216,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale-tags", default="preflight,common,fabric",
                     help="tags of the scale series ('' = the whole site.yml)")
     ap.add_argument("--inventory", default="inventories/sim", help="noop series: a converged lab's inventory (comma-separated: an inventory and its overlay)")
-    ap.add_argument("--rounds", type=int, default=2, help="noop series: no-op runs per strategy")
+    ap.add_argument("--rounds", type=int, default=2, help="noop and tagged series: runs per strategy / tag")
+    ap.add_argument("--tagged-roles", default="fabric,ray,serve", help="tagged series: the role tags timed")
     ap.add_argument("--scale-rounds", type=int, default=3, help="scale series: no-op runs per size (the median is kept)")
     ap.add_argument("--strategies", default="linear,mitogen",
                     help="noop series: linear, mitogen, base (linear from --base-tree), comma-separated")
@@ -227,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
     a = ap.parse_args(argv)
     a.scale_nodes = [int(x) for x in a.scale_nodes.split(",") if x]
+    a.tagged_roles = [x for x in a.tagged_roles.split(",") if x]
     a.strategies = [x for x in a.strategies.split(",") if x]
     if not set(a.strategies) <= {"linear", "mitogen", "base"} or not a.strategies:
         raise SystemExit("--strategies: linear, mitogen, base")
@@ -265,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
                          "changed": n[f"{name}_changed"], "over_ping": n[f"{name}_over_ping"]})
         rows.append({"series": "noop", "nodes": "-", "tags": "-", "step": "ping floor (median of 6)",
                      "seconds": n["ping_floor_s"]})
+    if "tagged" in series:
+        t = data["tagged"] = series_tagged(a, stamp, logs)
+        ok &= t["goal_met"]
+        for name, secs in t["seconds"].items():
+            rows.append({"series": "tagged", "nodes": "-", "tags": name, "step": f"re-run (median of {a.rounds})",
+                         "seconds": secs, "changed": t["changed"][name], "over_ping": t["over_noop"].get(name, 1.0)})
     if "scale" in series:
         s = data["scale"] = series_scale(a, stamp, logs)
         ok &= s["goal_met"]
@@ -294,6 +327,11 @@ def main(argv: list[str] | None = None) -> int:
         ratio += f"; linear/base {n['linear_over_base']}" if "linear_over_base" in n else ""
         print(f"  no-op site.yml on {n['nodes']} nodes ({n['inventory']}), median of {n['rounds']}: {each}{ratio} "
               f"(goal <= {NOOP_STRATEGY_GOAL}x: {'MET' if n['goal_met'] else 'NOT met'})")
+    if "tagged" in data:
+        t = data["tagged"]
+        each = ", ".join(f"--tags {n} {t['seconds'][n]} s ({t['over_noop'][n]}x)" for n in a.tagged_roles)
+        print(f"  tagged re-runs ({t['inventory']}), median of {t['rounds']}: no-op site.yml {t['seconds']['all']} s; "
+              f"{each} (goal <= {TAGGED_GOAL:g}x: {'MET' if t['goal_met'] else 'NOT met'})")
     if "scale" in data:
         s = data["scale"]
         for n, r in s["sizes"].items():
@@ -330,6 +368,17 @@ def main(argv: list[str] | None = None) -> int:
                             f"--strategies {','.join(a.strategies)}"),
                 "numbers": f"{each}; ping floor {n['ping_floor_s']} s{ratio}",
                 "goal": f"no-op ≤ {NOOP_STRATEGY_GOAL:g}× ping", "met": "yes" if n["goal_met"] else "**no**"})
+        if "tagged" in data:
+            t = data["tagged"]
+            each = "; ".join(f"--tags {n} {t['seconds'][n]} s (**{t['over_noop'][n]}×**, changed={t['changed'][n]})"
+                             for n in a.tagged_roles)
+            bl.append_results_md({
+                "date": data["date"], "benchmark": "tagged re-runs vs the no-op site.yml (#38 item 7)",
+                "machine": bl.machine_short(m), "load": load,
+                "command": (f"benchmarks/converge.py --series tagged --inventory {t['inventory']} --rounds {t['rounds']} "
+                            f"--tagged-roles {','.join(a.tagged_roles)}"),
+                "numbers": f"no-op {t['seconds']['all']} s (changed={t['changed']['all']}); {each}",
+                "goal": f"each ≤ {TAGGED_GOAL:g}× no-op", "met": "yes" if t["goal_met"] else "**no**"})
         if "scale" in data:
             s = data["scale"]
             nums = "; ".join(f"{n}: no-op {r['noop']['seconds']} s (median of "

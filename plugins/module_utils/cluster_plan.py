@@ -289,8 +289,10 @@ def _serve(host, group, profile, unit_prefix, addresses):
     head_address = addresses.get(group['head']) or ''
     url = 'http://%s:%s' % (head_address, group['port']) if head_address else ''
     # an engine on Ray runs one unit, on the group's first node; its other ranks are Ray workers there
-    runs_unit = group.get('backend') != 'ray' or hosts.index(host) == 0
+    unit_hosts = hosts[:1] if group.get('backend') == 'ray' else hosts
+    runs_unit = host in unit_hosts
     return dict(group, hosts=hosts, node_rank=hosts.index(host), is_head=host == group['head'], runs_unit=runs_unit,
+                unit_hosts=unit_hosts,
                 unit=unit, unit_prefix=unit_prefix, head_address=head_address, url=url,
                 api_url=url + '/v1' if url else '', profile_spec=profile or {})
 

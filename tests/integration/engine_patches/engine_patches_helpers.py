@@ -17,14 +17,16 @@ def run_role(work: Path, extra: dict, *args: str) -> dict:
     """ansible-playbook with the json callback; returns {rc, results (per task name), stats, raw}.
 
     Only the role's own tasks run (--tags engine_patches --skip-tags common): the common role (a
-    dependency) would create the service account and /opt/llmfleet on this machine.
+    dependency) would create the service account and /opt/llmfleet on this machine. Every run is a
+    full one (llmfleet_full_run): these checks read the module's answer at each run, which the role's
+    check would skip where the tree is as the last run left it.
     """
     localplay.link_collection()
     inventory = work / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {"gb10-test": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
     env = localplay.ansible_env(work, ANSIBLE_CACHE_PLUGIN="memory", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
-    extra = {"ansible_become": False, "llmfleet_fabric_ip": "127.0.0.1", **extra}
+    extra = {"ansible_become": False, "llmfleet_fabric_ip": "127.0.0.1", "llmfleet_full_run": True, **extra}
     rc, raw = localplay.run_playbook(PLAYBOOK, inventory, extra, "--tags", "engine_patches", "--skip-tags", "common",
                                      *args, env=env)
     tasks, stats = localplay.json_tasks(raw, rc)

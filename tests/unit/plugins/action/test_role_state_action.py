@@ -41,12 +41,17 @@ class _Templar:
     ({'ansible_run_tags': ['all']}, ''),
     ({'ansible_run_tags': ['all'], 'llmfleet_full_run': False}, ''),
     ({'ansible_run_tags': ['fabric_configure']}, 'a run limited by --tags runs the tasks it selects'),
+    ({'ansible_run_tags': ['serve', 'fabric_configure']}, 'a run limited by --tags runs the tasks it selects'),
+    # the role's own tag asks for the whole role, which the check answers; so do other roles' tags
+    # (fabric's dependency common runs its check under --tags fabric)
+    ({'ansible_run_tags': ['fabric']}, ''),
+    ({'ansible_run_tags': ['serve']}, ''),
     ({'ansible_run_tags': ['all'], 'llmfleet_full_run': 'true'}, 'llmfleet_full_run is set'),
 ])
 def test_a_tags_or_full_run_finds_no_node_current(task_vars, reason):
     action = ActionModule.__new__(ActionModule)
     action._templar = _Templar()
-    assert action._forced(task_vars) == reason
+    assert action._forced(task_vars, 'fabric') == reason
 
 
 @pytest.mark.parametrize('result, reasons, expected', [

@@ -11,6 +11,8 @@ IPS = {"spark1": "10.1.0.1", "spark2": "10.1.0.2", "thor1": "10.1.0.3", "thor2":
 PROFILES = {
     "vl": {"name": "vl", "engine": "vllm", "backend": "mp", "device": "cpu", "served_model_name": "tiny",
            "model": "/m", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
+    "vr": {"name": "vr", "engine": "vllm", "backend": "ray", "device": "cpu", "served_model_name": "tiny-ray",
+           "model": "/m", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
     "sg": {"name": "sg", "engine": "sglang", "backend": "native", "device": "cpu", "served_model_name": "tiny-sg",
            "model": "/m2", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
 }
@@ -55,6 +57,7 @@ CASES = [
         "service": {"user": "llmfleet", "group": "llmfleet", "home": "/var/lib/llmfleet"}, "firewall": True}),
     # a worker of the same group: rank 1, the head's URL
     ("spark2", None, {}, {"serve.node_rank": 1, "serve.is_head": False, "serve.head": "spark1",
+                          "serve.runs_unit": True, "serve.unit_hosts": ["spark1", "spark2"],
                           "serve.url": "http://10.1.0.1:8000", "fabric_ip": "10.1.0.2"}),
     # a Ray worker outside the serving group: no serve part, no API-key file, the llmfleet_release
     ("thor1", None, {}, {"serve": {}, "env_files.serve": "", "release": "r-vl", "cluster.ray_head": "spark1"}),
@@ -104,6 +107,12 @@ def test_host_plan(host, spec, extra, want):
 ])
 def test_serving_group(host, spec, want):
     assert plan_of(host, spec)["serving_group"] == want
+
+
+@pytest.mark.parametrize("host, runs_unit", [("spark1", True), ("spark2", False)])
+def test_with_the_ray_backend_only_node_rank_0_runs_the_engine_unit(host, runs_unit):
+    got = plan_of(host, {"sparks": {"group": "serve_nodes", "profile": "vr"}})["serve"]
+    assert (got["runs_unit"], got["unit_hosts"], got["backend"]) == (runs_unit, ["spark1"], "ray")
 
 
 def test_serving_group_without_serve_nodes_is_the_ray_nodes():
