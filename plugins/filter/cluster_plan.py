@@ -11,7 +11,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
-from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import VARIANTS_DIR, engine_variant, serve_groups
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.serve_group_inputs import VARIANTS_DIR, engine_variant, serve_groups
 from ansible_collections.llmfleet.cluster.plugins.filter.serving import serve_profile
 
 _plan = lazy_import.module_utils('cluster_plan')

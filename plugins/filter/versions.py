@@ -22,9 +22,6 @@ def venv_install_plan(play_hosts, hostvars, fact='python_env_venv_state', enable
 class FilterModule:
     def filters(self):
         return {
-            'lock_drift': lazy_import.function(versions, 'lock_drift'),
             'version_mismatch': lazy_import.function(versions, 'version_mismatch'),
-            'parse_lock': lazy_import.function(versions, 'parse_lock'),
-            'venv_archive_key': lazy_import.function(venv_archive, 'archive_key'),
             'venv_install_plan': venv_install_plan,
         }

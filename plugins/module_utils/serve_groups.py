@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Serving groups: which nodes of a cluster serve which model, with which engine, on which port.
 
-Pure functions, no I/O: the filter plugin (plugins/filter/serve_groups.py) hands in the inventory
+Pure functions, no I/O: plugins/plugin_utils/serve_group_inputs.py hands in the inventory
 and the resolved profiles. The plan is computed once per cluster and read by every role (python_env
 picks each node's engine variant and release from it, serve its profile, port and unit, the
 summary one endpoint line per group).

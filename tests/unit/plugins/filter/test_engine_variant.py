@@ -6,7 +6,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmfleet.cluster.plugins.filter.serve_groups import engine_variant
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.serve_group_inputs import engine_variant
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 with open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml"), encoding="utf-8") as _handle:

@@ -1,9 +1,9 @@
 # Copyright: llmfleet maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""Filters over the serving-groups plan (plugins/module_utils/serve_groups.py).
-
-Documentation of each filter lives beside this file in <filter_name>.yml (ansible-doc -t filter).
+"""The serving groups and engine variant of a host, read from the inventory's hostvars on the controller
+(plugins/module_utils/serve_groups.py does the planning). The cluster_plan filter builds the plan with
+them; they are no filters of their own (roles read the plan, never the inventory model twice).
 """
 import os
 
@@ -130,13 +130,15 @@ def engine_variant(host, groups, hostvars, release=None, variant_dir=None):
         raise AnsibleFilterError('%s: %s' % (host, exc)) from exc
 
 
-class FilterModule:
-    """llmfleet.cluster serving-group filters."""
-
-    def filters(self):
-        return {
-            'serve_groups': serve_groups,
-            'serve_group_of': serve_group_of,
-            'serve_group_members': serve_group_members,
-            'engine_variant': engine_variant,
-        }
+def serving_group_of(host, groups, hostvars):
+    """The hosts serving with `host`: its serving group (llmfleet_serve_groups), or, for a host that
+    serves nothing, every serving host of its cluster. Read from the inventory apart from the plan:
+    the unit tests check the plan's serving_group against it."""
+    if not (hostvars.get(host) or {}).get('llmfleet_serve_groups'):
+        return _topology.serving_group(groups, hostvars, _topology.cluster_of(hostvars, host))
+    by_group = serve_group_members(host, groups, hostvars)
+    for hosts in by_group.values():
+        if host in hosts:
+            return hosts
+    order = list(groups.get('all') or [])
+    return sorted({h for hosts in by_group.values() for h in hosts}, key=order.index)
