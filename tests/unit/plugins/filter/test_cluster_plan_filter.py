@@ -10,8 +10,8 @@ from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
 
 from ansible_collections.llmfleet.cluster.plugins.filter.cluster_plan import cluster_plan, cluster_plans
-from ansible_collections.llmfleet.cluster.plugins.plugin_utils.serve_group_inputs import (VARIANTS_DIR, engine_variant, serve_group_of,
-                                                                                  serving_group_of)
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.serve_group_inputs import (
+    VARIANTS_DIR, engine_variant, serve_group_of, serving_group_of)
 
 INVENTORIES = Path(__file__).resolve().parents[4] / "inventories"
 SHIPPED = sorted(p.name for p in INVENTORIES.iterdir() if (p / "hosts.yml").is_file() and p.name != "lab-twin")
