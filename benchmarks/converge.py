@@ -137,10 +137,17 @@ def base_tree(path: str) -> tuple[dict, Path]:
             "ANSIBLE_COLLECTIONS_PATH": str(base / ".build" / "collections")}, base
 
 
-def series_noop(a, stamp: str, logs: Path) -> dict:
+def converged_lab(a, stamp: str) -> tuple[list[Path], dict]:
+    """The inventories (--inventory) and Ansible environment of the already converged lab that the noop
+    and tagged series time."""
     inv = [(bl.ROOT / p).resolve() for p in a.inventory.split(",")]  # e.g. inventories/lab,inventories/lab-twin
     env = bl.ansible_env("sim", stamp)
     env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(bl.ROOT / ".cache" / "facts")  # the lab's own
+    return inv, env
+
+
+def series_noop(a, stamp: str, logs: Path) -> dict:
+    inv, env = converged_lab(a, stamp)
     # The sim's throwaway containers: its inventories turn host key checking off through
     # ansible_ssh_common_args, which Mitogen's own ssh does not read (it follows host_key_checking).
     env["ANSIBLE_HOST_KEY_CHECKING"] = "False"
@@ -213,9 +220,7 @@ def series_scale(a, stamp: str, logs: Path) -> dict:
 
 def series_tagged(a, stamp: str, logs: Path) -> dict:
     """The no-op site.yml and a re-run per role tag, interleaved round by round (load drift hits all)."""
-    inv = [(bl.ROOT / p).resolve() for p in a.inventory.split(",")]
-    env = bl.ansible_env("sim", stamp)
-    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(bl.ROOT / ".cache" / "facts")
+    inv, env = converged_lab(a, stamp)
     names = ["all"] + a.tagged_roles
     runs: dict = {name: [] for name in names}
     playbook(inv, env, logs, "tagged-warmup", None)  # records where an earlier run left a role drifted

@@ -95,14 +95,14 @@ class ActionModule(ActionBase):
         raise AnsibleActionFail('role_state: role %r: run the check inside that role, or in a play that lists it '
                                 'under roles' % role)
 
-    def _forced(self, task_vars, role=''):
+    def _forced(self, task_vars, role):
         """Why this run runs `role` in full whatever the record says ('' when it does not): a run limited
         by --tags to some of the role's tasks (a tag <role>_*) runs what it selected, and
         llmfleet_full_run asks for everything. The role's own tag (--tags serve) asks for the role as a
         whole, which its check answers like a full run's: a node as the last full run left it changes
         nothing, so a tagged re-run costs no more than the no-op of site.yml."""
         tags = task_vars.get('ansible_run_tags') or ['all']
-        if 'all' not in tags and any(str(t).startswith(role + '_') for t in tags if role):
+        if 'all' not in tags and any(str(t).startswith(role + '_') for t in tags):
             return 'a run limited by --tags runs the tasks it selects'
         templar = self._templar.copy_with_new_env(available_variables=task_vars)
         if boolean(templar.template(task_vars.get('llmfleet_full_run', False)), strict=False):

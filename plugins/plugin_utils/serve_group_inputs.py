@@ -128,17 +128,3 @@ def engine_variant(host, groups, hostvars, release=None, variant_dir=None):
                                        _load_variants(variant_dir), release_var)
     except (_groups.ServeGroupError, _release.ReleaseError) as exc:
         raise AnsibleFilterError('%s: %s' % (host, exc)) from exc
-
-
-def serving_group_of(host, groups, hostvars):
-    """The hosts serving with `host`: its serving group (llmfleet_serve_groups), or, for a host that
-    serves nothing, every serving host of its cluster. Read from the inventory apart from the plan:
-    the unit tests check the plan's serving_group against it."""
-    if not (hostvars.get(host) or {}).get('llmfleet_serve_groups'):
-        return _topology.serving_group(groups, hostvars, _topology.cluster_of(hostvars, host))
-    by_group = serve_group_members(host, groups, hostvars)
-    for hosts in by_group.values():
-        if host in hosts:
-            return hosts
-    order = list(groups.get('all') or [])
-    return sorted({h for hosts in by_group.values() for h in hosts}, key=order.index)

@@ -113,6 +113,9 @@ def test_a_killed_engine_rank_fires_its_alert_within_the_bound():
         return [a for name in names for a in alerts(name)
                 if a["state"] == "firing" and a["labels"]["group"] == "sparks"]
 
+    def spark2_restarted():
+        return [a for a in firing("EngineRankRestarted") if a["labels"]["node"] == "spark2"]
+
     def serves():
         try:
             return complete("sparks") == 8
@@ -125,9 +128,8 @@ def test_a_killed_engine_rank_fires_its_alert_within_the_bound():
     t0 = time.monotonic()
     spark2.run_expect([0], f"kill -9 {pid}")
     try:
-        took = wait_for(lambda: [a for a in firing("EngineRankRestarted") if a["labels"]["node"] == "spark2"],
-                        ALERT_BOUND_S, step=1)
-        alert = [a for a in firing("EngineRankRestarted") if a["labels"]["node"] == "spark2"][0]
+        took = wait_for(spark2_restarted, ALERT_BOUND_S, step=1)
+        alert = spark2_restarted()[0]
         assert alert["labels"]["rank"] == "1" and alert["labels"]["engine"] == "vllm", alert
         others = sorted({(a["labels"]["alertname"], a["labels"]["node"]) for a in firing(*group_alerts)})
         print(f"\nspark2 rank killed: EngineRankRestarted firing after {took:.0f}s; group alerts so far {others}")

@@ -10,12 +10,26 @@ from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
 
 from ansible_collections.llmfleet.cluster.plugins.filter.cluster_plan import cluster_plan, cluster_plans
+from ansible_collections.llmfleet.cluster.plugins.module_utils import topology
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.serve_group_inputs import (
-    VARIANTS_DIR, engine_variant, serve_group_of, serving_group_of)
+    VARIANTS_DIR, engine_variant, serve_group_members, serve_group_of)
 
 INVENTORIES = Path(__file__).resolve().parents[4] / "inventories"
 SHIPPED = sorted(p.name for p in INVENTORIES.iterdir() if (p / "hosts.yml").is_file() and p.name != "lab-twin")
-serving_group = serving_group_of
+
+
+def serving_group(host, groups, hostvars):
+    """The hosts serving with `host`: its serving group (llmfleet_serve_groups), or, for a host that
+    serves nothing, every serving host of its cluster: read from the inventory apart from the plan,
+    which the checks below compare with it."""
+    if not (hostvars.get(host) or {}).get('llmfleet_serve_groups'):
+        return topology.serving_group(groups, hostvars, topology.cluster_of(hostvars, host))
+    by_group = serve_group_members(host, groups, hostvars)
+    for hosts in by_group.values():
+        if host in hosts:
+            return hosts
+    order = list(groups.get('all') or [])
+    return sorted({h for hosts in by_group.values() for h in hosts}, key=order.index)
 
 
 def load(*names):
