@@ -181,3 +181,13 @@ def drained(out, host="spark1", task="llmfleet.cluster.serve : Stop the API rank
 def unit_started_at(host, unit):
     """ActiveEnterTimestampMonotonic of a unit: changes exactly when it (re)starts."""
     return host.check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {unit}")
+
+
+def watchdog_armed(host, unit):
+    """True when the node's safeguards watchdog has seen its group healthy in the unit's current
+    invocation (its state file): before that, a failed probe counts as loading and restarts nothing.
+    A check that makes a group fail on purpose waits for this on every rank first: a rank restarted
+    by the check before (one probe interval is the window) would otherwise not take part."""
+    state = json.loads(host.check_output(f"cat /var/lib/llmfleet-watchdog/{unit}.json 2>/dev/null || echo '{{}}'"))
+    return bool(state.get("healthy_once")) and state.get("invocation") == host.check_output(
+        f"systemctl show -P InvocationID {unit}")

@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or 
 # re-exported for the check files (from conftest import ...)
 from lab import (  # noqa: E402,F401 pylint: disable=unused-import,wrong-import-position
     FABRIC_IP, MGMT_IP, PROBE, RAY_CLIENT, ROOT, SIM_INVENTORY, VENV, alive_ray_ips, ansible_bin, api_headers, api_key, drained, failures, recap,
-    inventory_dir, node, run_ansible, run_module, run_playbook, unit_started_at, wait_for)
+    inventory_dir, node, run_ansible, run_module, run_playbook, unit_started_at, wait_for, watchdog_armed)
 
 
 # Checks that show a known product gap go here as "file::test" ids: they then run only with

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import FABRIC_IP, api_headers, node, wait_for
+from conftest import FABRIC_IP, api_headers, node, wait_for, watchdog_armed
 
 UNIT = "llmfleet-serve-tiny-llama"
 SERVING = ("spark1", "spark2")
@@ -96,12 +96,9 @@ def test_watchdog_restarts_a_hung_engine():
     interval, failures = watchdog_settings(h)
     wait_for(lambda: healthy(ip), 900)
 
-    # armed: a probe has seen this engine healthy (a never-healthy one counts as loading)
-    # (its state file: the journal's "healthy" line is written once per engine start and scrolls away)
-    def armed():
-        state = json.loads(h.check_output(f"cat /var/lib/llmfleet-watchdog/{UNIT}.json 2>/dev/null || echo '{{}}'"))
-        return state.get("healthy_once") and state.get("invocation") == props(h, UNIT, "InvocationID")["InvocationID"]
-    wait_for(armed, interval * 2 + 30)
+    # armed on every rank: each one's probe has seen the group healthy in its current invocation (a
+    # never-healthy one counts as loading; the check before restarted ranks)
+    wait_for(lambda: all(watchdog_armed(node(name), UNIT) for name in SERVING), interval * 2 + 30)
     before = props(h, UNIT, "MainPID", "InvocationID")
     spark2_before = props(node("spark2"), UNIT, "InvocationID")["InvocationID"]
     h.check_output(f"kill -STOP {before['MainPID']}")

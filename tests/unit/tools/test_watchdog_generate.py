@@ -96,3 +96,38 @@ def test_completion_probe_output(engine, answer, want_ok, why):
     Engine.status = {"/health": 200, "/v1/chat/completions": 200}
     Engine.answer = answer
     assert load_watchdog().generates(engine, "tiny-llama", 5) == (want_ok, why)
+
+
+def test_health_probe_tells_a_hung_api_from_a_refused_one():
+    """A frozen API process (its socket listens, nothing reads) times out after the connection was
+    accepted: hung. Nothing listening (an engine still loading: vLLM and SGLang listen only once
+    loaded) is refused: not hung."""
+    import socket
+    wd = load_watchdog()
+    with socket.socket() as frozen:
+        frozen.bind(("127.0.0.1", 0))
+        frozen.listen(1)
+        ok, why, hung = wd.healthy("http://127.0.0.1:%d/health" % frozen.getsockname()[1], 0.5)
+    assert (ok, hung) == (False, True) and "accepted" in why
+    ok, why, hung = wd.healthy("http://127.0.0.1:9/health", 2)
+    assert (ok, hung) == (False, False) and "refused" in why
+
+
+@pytest.mark.parametrize("hung, want_rc, want_failures", [
+    (False, 0, 0),  # refused: still loading, nothing counted
+    (True, 1, 0),   # accepted, no answer: the group loaded in this invocation; the 3rd failure restarts
+])
+def test_probe_of_a_rank_that_never_saw_its_group_healthy(tmp_path, monkeypatch, hung, want_rc, want_failures):
+    """A rank whose group recovered and hung again between two of its probes: without the hung
+    rule it waited load_timeout (1800 s) while the API rank, restarted by its own watchdog, waited
+    for it (seen in CI: the sim's TP 2 group down for the rest of the run)."""
+    wd = load_watchdog()
+    monkeypatch.setattr(wd, "STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(wd, "load_config", lambda unit: {"health_url": "http://x/health", "failures": 3})
+    monkeypatch.setattr(wd, "unit_state", lambda unit: ("active", "inv-2", 120.0))
+    monkeypatch.setattr(wd, "healthy", lambda *a: (False, "probe result", hung))
+    rcs = [wd.probe("u") for _ in range(3)]
+    state = json.loads((tmp_path / "u.json").read_text())
+    assert rcs[-1] == want_rc and rcs[:2] == [0, 0]
+    assert state["failures"] == want_failures and state["invocation"] == "inv-2" and not state["healthy_once"]
+    assert (tmp_path / "u.restart").exists() is hung
