@@ -126,7 +126,7 @@ def test_probe_of_a_rank_that_never_saw_its_group_healthy(tmp_path, monkeypatch,
     monkeypatch.setattr(wd, "load_config", lambda unit: {"health_url": "http://x/health", "failures": 3})
     monkeypatch.setattr(wd, "unit_state", lambda unit: ("active", "inv-2", 120.0))
     monkeypatch.setattr(wd, "healthy", lambda *a: (False, "probe result", hung))
-    rcs = [wd.probe("u") for _ in range(3)]
+    rcs = [wd.probe("u") for attempt in range(3)]
     state = json.loads((tmp_path / "u.json").read_text())
     assert rcs[-1] == want_rc and rcs[:2] == [0, 0]
     assert state["failures"] == want_failures and state["invocation"] == "inv-2" and not state["healthy_once"]
