@@ -278,14 +278,16 @@ def _span(ports):
     return '%d-%d' % (ports[0], ports[-1]) if len(ports) > 3 else ', '.join(str(p) for p in ports)
 
 
-def _serve(host, group, profile, unit_prefix, addresses):
+def _serve(host, group, profile, unit_prefix, addresses, unit_name=''):
     """This host's part of its serving group ({} when it serves nothing)."""
     if not group:
         return {}
     hosts = list(group['hosts'])
-    # the unit of the group, unless the inventory renames every unit with another prefix (as the
-    # serve role does: <prefix>-<served model name>)
-    unit = group['unit'] if unit_prefix == _groups.UNIT_PREFIX else _groups.unit_name(group['served_model_name'], unit_prefix)
+    # the unit of the group: the inventory's serve_unit_name, else the group's, unless the inventory
+    # renames every unit with another prefix (<prefix>-<served model name>); the serve and safeguards
+    # roles read this name
+    unit = unit_name or (group['unit'] if unit_prefix == _groups.UNIT_PREFIX
+                         else _groups.unit_name(group['served_model_name'], unit_prefix))
     head_address = addresses.get(group['head']) or ''
     url = 'http://%s:%s' % (head_address, group['port']) if head_address else ''
     # an engine on Ray runs one unit, on the group's first node; its other ranks are Ray workers there
@@ -334,7 +336,8 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     head_ip = _get(hostvars, head, 'llmfleet_fabric_ip', '') if head else ''
     addresses = {h: _get(hostvars, h, 'serve_host') or _get(hostvars, h, 'llmfleet_fabric_ip') for h in cluster_hosts}
     unit_prefix = _get(hostvars, host, 'serve_unit_prefix', _groups.UNIT_PREFIX)
-    planned = [_serve(g['head'], g, None, unit_prefix, addresses) for g in serve_groups or []]
+    planned = [_serve(g['head'], g, None, unit_prefix, addresses, _get(hostvars, g['head'], 'serve_unit_name', ''))
+               for g in serve_groups or []]
     for item in planned:
         item.pop('profile_spec')
         item.pop('node_rank')
@@ -346,7 +349,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         # the engine flags the emulation adds (emulation()['engine_args']) on top of the profile's own
         extra = emulated['engine_args'].get(profile.get('engine'), {})
         profile = dict(profile, args=dict(profile.get('args') or {}, **extra))
-    serve = _serve(host, group, profile, unit_prefix, addresses)
+    serve = _serve(host, group, profile, unit_prefix, addresses, _get(hostvars, host, 'serve_unit_name', ''))
     serving_hosts = sorted({h for g in planned for h in g['hosts']}, key=order.index)
     # the hosts this one serves with (weights, the fabric check and the engine venv's group reach
     # them): its group of llmfleet_serve_groups (a host in none: every group's hosts); without

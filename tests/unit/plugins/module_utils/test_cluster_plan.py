@@ -76,6 +76,9 @@ CASES = [
         "env_files.serve": "/etc/fleet/llmfleet-serve-tiny.env"}),
     # another unit prefix renames the unit as the serve role does
     ("spark1", None, {"all": {"serve_unit_prefix": "acme"}}, {"serve.unit": "acme-tiny", "serve.unit_prefix": "acme"}),
+    # serve_unit_name names the unit the serve and safeguards roles run and its env file
+    ("spark1", None, {"all": {"serve_unit_name": "llm-api"}},
+     {"serve.unit": "llm-api", "env_files.serve": "/etc/llmfleet/llm-api.env"}),
     # ports, service account and firewall follow the inventory
     ("spark1", None, {"all": {"ray_node_port": 7000, "common_service_user": "svc", "ray_node_firewall": "false"}},
      {"cluster.ray_address": "10.1.0.1:7000", "service.user": "svc", "service.group": "llmfleet", "firewall": False}),
@@ -296,12 +299,12 @@ OWNED_CASES = [
     ("spark1", None, {"all": {"serve_unit_prefix": "acme"}}, {
         "patterns": ["acme-*", "llmfleet-*"], "serve_prefixes": ["acme", "llmfleet-serve"], "engine_units": ["acme-tiny"],
         "nft_tables": ["inet llmfleet_ray", "inet llmfleet_serve_tiny"]}),
-    # the inventory renames the Ray unit, the engine unit (serve_unit_name) and adds a watched unit
+    # the inventory renames the Ray unit, the engine unit (serve_unit_name: the one unit the serve role
+    # runs and safeguards watches) and adds a watched unit
     ("spark1", None, {"all": {"ray_node_unit": "ray-head", "serve_unit_name": "my-engine",
                               "safeguards_serve_units": [{"name": "custom", "health_url": "http://x"}]}}, {
         "engine_units": ["my-engine"], "ray_units": ["llmfleet-ray", "ray-head"],
-        "units": sorted(["llmfleet-firewall-serve-tiny.service", "llmfleet-watchdog@llmfleet-serve-tiny.timer",
-                         "llmfleet-firewall-my-engine.service", "llmfleet-watchdog@my-engine.timer",
+        "units": sorted(["llmfleet-firewall-my-engine.service", "llmfleet-watchdog@my-engine.timer",
                          "llmfleet-watchdog@custom.timer", "my-engine.service",
                          "ray-head-firewall.service", "ray-head.service"])}),
     # another configuration directory moves every owned file
