@@ -399,6 +399,8 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'paths': layout,
         'env_files': env_files(layout['config_dir'], serve.get('unit', '')),
         'ray_ports': ray_ports(hostvars, host, emulated.get('index', 0)),
+        # the unit names the roles install on the node (validate asks systemd about them)
+        'units': {'ray': _get(hostvars, host, 'ray_node_unit', _orphans.RAY_UNIT), 'serve_prefix': unit_prefix},
         'emulation': emulated,
         'owned': owned(host, hostvars, planned, ray_nodes, layout['config_dir'], emulated, cluster_hosts),
     }
