@@ -75,8 +75,8 @@ CASES = [
         "paths.lib": "/srv/fleet/lib", "env_files.comm": "/etc/fleet/comm.env",
         "env_files.serve": "/etc/fleet/llmfleet-serve-tiny.env"}),
     # another unit prefix renames the unit as the serve role does
-    ("spark1", None, {"all": {"serve_unit_prefix": "acme"}}, {"serve.unit": "acme-tiny", "serve.unit_prefix": "acme",
-                                                               "units.serve_prefix": "acme", "units.ray": "llmfleet-ray"}),
+    ("spark1", None, {"all": {"serve_unit_prefix": "acme"}},
+     {"serve.unit": "acme-tiny", "serve.unit_prefix": "acme", "units.serve_prefix": "acme", "units.ray": "llmfleet-ray"}),
     # the Ray unit's name, also on a node that serves nothing
     ("thor1", None, {"all": {"ray_node_unit": "ray-node"}}, {"units": {"ray": "ray-node", "serve_prefix": "llmfleet-serve"}}),
     # serve_unit_name names the unit the serve and safeguards roles run and its env file
