@@ -230,15 +230,26 @@ def container_state(c: str) -> dict | None:
     return json.loads(r.stdout)[0]
 
 
-def is_alive(st: dict) -> bool:
+def is_alive(st: dict, proc: Path = Path("/proc")) -> bool:
     """Running by podman's record *and* by the kernel's.
 
     When a session or CI machine is stopped, its processes are killed but podman's database
     still says "running" (seen: `Up 2 hours`, then `exec failed: cannot exec in a stopped
     container`). Such a container is a corpse: only `rm -f` and a fresh run bring it back.
+    A recorded pid that exists proves nothing on a restored machine: CI reused thor1's pid 21227
+    for one of its own processes, so the corpse passed as alive and boot waited 120 s on an exec
+    that could never work. The container's init is pid 1 of its own pid namespace (the last
+    `NSpid` field in its status); a host process that took the same number is not.
     """
     pid = st["State"].get("Pid") or 0
-    return bool(st["State"]["Running"]) and pid > 0 and Path(f"/proc/{pid}").exists()
+    if not st["State"]["Running"] or pid <= 0:
+        return False
+    try:
+        status = (proc / str(pid) / "status").read_text()
+    except OSError:
+        return False
+    nspid = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+    return len(nspid) > 1 and nspid[-1] == "1"
 
 
 def cgroup_args(mountinfo: str | None = None) -> list[str]:

@@ -34,15 +34,31 @@ def test_lab_names_get_disjoint_subnets():
     assert simlab.subnets("sim")[0] != simlab.subnets("sim")[1]
 
 
-@pytest.mark.parametrize("state,alive", [
-    ({"Running": True, "Pid": os.getpid()}, True),
-    # podman's record after the machine's processes were killed (seen in CI): running, pid gone
-    ({"Running": True, "Pid": 2**22 + 12345}, False),
-    ({"Running": False, "Pid": 0}, False),
-    ({"Running": True, "Pid": 0}, False),
+def fake_proc(tmp_path, pid, nspid):
+    (tmp_path / str(pid)).mkdir()
+    (tmp_path / str(pid) / "status").write_text(f"Name:\tsystemd\nPid:\t{pid}\nNSpid:\t{nspid}\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("state,nspid,alive", [
+    # a container's init: pid 1 of its own pid namespace
+    ({"Running": True, "Pid": 21227}, "21227\t1", True),
+    # the pid podman recorded, reused by a host process on a restored machine (seen in CI)
+    ({"Running": True, "Pid": 21227}, "21227", False),
+    # ... or by a process inside some other container
+    ({"Running": True, "Pid": 21227}, "21227\t57", False),
+    # podman's record after the machine's processes were killed: running, pid gone
+    ({"Running": True, "Pid": 2**22 + 12345}, None, False),
+    ({"Running": False, "Pid": 0}, None, False),
+    ({"Running": True, "Pid": 0}, None, False),
 ])
-def test_is_alive_needs_a_live_process(state, alive):
-    assert simlab.is_alive({"State": state}) is alive
+def test_is_alive_needs_the_containers_own_init(tmp_path, state, nspid, alive):
+    proc = fake_proc(tmp_path, state["Pid"], nspid) if nspid else tmp_path
+    assert simlab.is_alive({"State": state}, proc) is alive
+
+
+def test_is_alive_rejects_a_host_process_with_the_recorded_pid():
+    assert simlab.is_alive({"State": {"Running": True, "Pid": os.getpid()}}) is False
 
 
 # /proc/self/mountinfo lines as this CI machine (hybrid) and a cgroup-v2-only host show them
