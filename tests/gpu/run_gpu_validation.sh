@@ -544,7 +544,8 @@ phase_up() {
   serve_up "$XFER/stage$(stage_val serve_unit)" "$tag$([[ -f $RES/healthy-$tag.json ]] && echo -again)" || return 1
   multi && grep -hoE "nRanks [0-9]+ nNodes [0-9]+ localRanks [0-9]+|Using network [A-Za-z]+|NET/Socket : Using \[[0-9]+\][a-z0-9]+|via NET/[A-Za-z]+" \
     "$RES"/serve-"$tag"*.log /var/lib/llmfleet/ray/session_latest/logs/worker*.out 2>/dev/null | sort | uniq -c | sort -rn | tee "$RES/nccl-lines-$tag.txt"
-  timeout 90 "$(stage_val venv)/bin/python" -c "
+  # with Ray's token authentication (a node's ray.env names the token file) or the driver is refused
+  env $(grep -hs '^RAY_AUTH_' "$(find /etc/llmfleet -name ray.env | head -1)" | tr -d '"') timeout 90 "$(stage_val venv)/bin/python" -c "
 import ray, json; ray.init(address='$(stage_val ray_address)', logging_level='ERROR', log_to_driver=False)
 print(json.dumps({'nodes': [n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']], 'cluster_gpus': ray.cluster_resources().get('GPU'),
                   'available_gpus': ray.available_resources().get('GPU', 0.0)}))" 2>/dev/null | tail -1 | tee "$RES/ray-in-use-$tag.json"
