@@ -122,6 +122,15 @@ def _rdma_desc(probe):
     return '%s %s' % ('/'.join(kinds), ','.join('%s(%s)' % (d.get('ibdev'), d.get('netdev')) for d in up))
 
 
+def _planned_serving_group(candidates, inv):
+    """The serving group the plan gives the cluster's first serving node (its `serving_group`): a node
+    of `serve_nodes` that no group of llmfleet_serve_groups names is a Ray node only, not a rank. Raw
+    data written before the inventory carried the plan's group keeps the `serve_nodes` order."""
+    if not any('serving_group' in (inv.get(h) or {}) for h in candidates):
+        return candidates
+    return next((list(inv[h]['serving_group']) for h in candidates if (inv.get(h) or {}).get('serving_group')), [])
+
+
 class _Cluster:
     """Everything about one cluster of the inventory while it is judged."""
 
@@ -131,7 +140,7 @@ class _Cluster:
         self.target = 'cluster/%s' % name
         self.ray_nodes = topology.ray_nodes(groups, inv, name)
         self.head = topology.ray_head(groups, inv, name)
-        self.serving = topology.serving_group(groups, inv, name)
+        self.serving = _planned_serving_group(topology.serving_group(groups, inv, name), inv)
         self.hosts = self.ray_nodes + [h for h in self.serving if h not in self.ray_nodes]
         self.inv = inv
         self.results = raw.get('results') or {}

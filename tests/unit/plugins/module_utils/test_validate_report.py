@@ -75,6 +75,26 @@ def test_healthy_cluster_passes():
     assert not [c for c in rep["checks"] if c["target"] == "thor1" and c["check"] == "serve unit"]
 
 
+def test_a_serve_node_that_no_serving_group_names_is_judged_as_a_ray_node_only():
+    # inventories/gpu-4node with the TP 2 layout: all four hosts in serve_nodes, the plan's group is two
+    # of them (the inventory carries each host's own group); seen on 1x H200, 2026-12-01
+    raw = base()
+    raw["groups"]["serve_nodes"] = ["spark1", "spark2", "thor1"]
+    for h in ("spark1", "spark2"):
+        raw["inventory"][h]["serving_group"] = ["spark1", "spark2"]
+    raw["inventory"]["thor1"].update(model="", serve_unit="", serving_group=[])
+    rep = vr.evaluate(raw)
+    assert rep["summary"]["FAIL"] == 0, rep["lines"]
+    assert not [c for c in rep["checks"] if c["target"] == "thor1" and c["check"] == "serve unit"]
+    assert find(rep, "cluster/sim", "all-reduce")["status"] == "PASS"
+    assert find(rep, "cluster/sim", "env consistency")["detail"].endswith("spark1, spark2")
+    # without the plan's group (raw data of older runs) serve_nodes is the group: thor1 must be a rank
+    del raw["inventory"]["spark1"]["serving_group"], raw["inventory"]["spark2"]["serving_group"]
+    del raw["inventory"]["thor1"]["serving_group"]
+    raw["inventory"]["thor1"].update(model="tiny-llama", serve_unit="llmfleet-serve-tiny-llama")
+    assert find(vr.evaluate(raw), "cluster/sim", "all-reduce")["status"] == "FAIL"
+
+
 def _stop_ray(raw, host):
     raw["results"][host]["probe"]["ray_service"] = "inactive"
     ray = raw["results"]["spark1"]["ray"]
