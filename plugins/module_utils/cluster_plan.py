@@ -26,6 +26,7 @@ DEFAULT_PREFIX = '/opt/llmfleet'
 DEFAULT_CONFIG_DIR = '/etc/llmfleet'
 DEFAULT_SERVICE = {'user': 'llmfleet', 'group': 'llmfleet', 'home': '/var/lib/llmfleet'}
 DEFAULT_RAY_PORT = 6379
+DEFAULT_GATEWAY_PORT = 8080
 CURRENT = 'current'
 
 # The inventory variables the plan reads (per host); everything else it derives.
@@ -299,7 +300,37 @@ def _serve(host, group, profile, unit_prefix, addresses, unit_name=''):
                 api_url=url + '/v1' if url else '', profile_spec=profile or {})
 
 
-def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_hosts):
+def gateway(hostvars, host, cluster, cluster_hosts, head, planned):
+    """The cluster's gateway (roles/gateway): one OpenAI endpoint in front of every serving group,
+    routing by model. {} where the inventory turns it off (gateway_enabled: false) or nothing is served.
+    Its host: gateway_host, default the Ray head (else the cluster's first host); its workers: each
+    group's API (the plan's url) under its served model name."""
+    if not _flag(_get(hostvars, host, 'gateway_enabled', True)) or not planned:
+        return {}
+    where = _get(hostvars, host, 'gateway_host', '') or head or cluster_hosts[0]
+    if where not in cluster_hosts:
+        raise PlanError('%s: gateway_host %r is not a host of cluster %r (%s); fix: name one of them (default: '
+                        'the Ray head %s) or set gateway_enabled: false'
+                        % (host, where, cluster, ', '.join(cluster_hosts), head or cluster_hosts[0]))
+    port = _get(hostvars, host, 'gateway_port', DEFAULT_GATEWAY_PORT)
+    if isinstance(port, str) and port.isdigit():
+        port = int(port)
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise PlanError('%s: gateway_port %r is not a TCP port; fix: a number 1-65535 (default %d)'
+                        % (host, port, DEFAULT_GATEWAY_PORT))
+    taken = [g['name'] for g in planned if where in g['hosts'] and g['port'] == port]
+    if taken:
+        raise PlanError('%s: gateway_port %d on %s is also the API port of serving group %s there; fix: another '
+                        'gateway_port (default %d) or another gateway_host'
+                        % (host, port, where, taken[0], DEFAULT_GATEWAY_PORT))
+    address = _get(hostvars, where, 'serve_host') or _get(hostvars, where, 'llmfleet_fabric_ip')
+    workers = [{'url': g['url'], 'model_id': g['served_model_name'], 'group': g['name']} for g in planned if g['url']]
+    return {'host': where, 'port': port, 'url': 'http://%s:%s' % (address, port) if address else '',
+            'unit': _orphans.GATEWAY_UNIT, 'workers': workers,
+            'models': sorted({w['model_id'] for w in workers})}
+
+
+def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_hosts, gateway_host=''):
     """What the plan assigns to `host`'s machine (module_utils/orphans.py owned_set): the collection's
     units, timers, nft tables and this host's files; a converge removes the rest (llmfleet.cluster.orphans).
     On an emulated node the units and tables are the machine's: every node of it in this cluster."""
@@ -311,7 +342,7 @@ def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_host
         if isinstance(extra, (list, tuple)) else []
     complete = not emulated or all(h in cluster_hosts for h in emulated.get('nodes') or [])
     return _orphans.owned_set(nodes, config_dir, _get(hostvars, host, 'ray_node_unit', _orphans.RAY_UNIT),
-                              watched, complete)
+                              watched, complete, gateway=bool(gateway_host) and gateway_host in machine)
 
 
 def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='', default_profile=None,
@@ -370,6 +401,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     except PlanError as exc:
         raise PlanError('%s: %s' % (host, exc)) from exc
     directory = variants_dir(hostvars, host, default_variants_dir)
+    gate = gateway(hostvars, host, cluster, cluster_hosts, head, planned)
     return {
         'host': host,
         'fabric_ip': _get(hostvars, host, 'llmfleet_fabric_ip', ''),
@@ -384,6 +416,8 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
             'ray_address': '%s:%s' % (head_ip, port) if head_ip else '',
             'serve_groups': planned,
             'serving_hosts': serving_hosts,
+            # one OpenAI endpoint in front of the serving groups ({} when off)
+            'gateway': gate,
         },
         'serving_group': serving_group,
         'serve': serve,
@@ -402,5 +436,6 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         # the unit names the roles install on the node (validate asks systemd about them)
         'units': {'ray': _get(hostvars, host, 'ray_node_unit', _orphans.RAY_UNIT), 'serve_prefix': unit_prefix},
         'emulation': emulated,
-        'owned': owned(host, hostvars, planned, ray_nodes, layout['config_dir'], emulated, cluster_hosts),
+        'owned': owned(host, hostvars, planned, ray_nodes, layout['config_dir'], emulated, cluster_hosts,
+                       gate.get('host', '')),
     }

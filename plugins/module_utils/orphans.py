@@ -31,6 +31,8 @@ ray_node            llmfleet-ray.service (ray_node_unit),                    <co
 fabric/python_env/  none                                                     comm.env, engine.env, nccl.env
 nccl                                                                         (every node: always owned)
 monitoring          llmfleet-monitoring-firewall.service (kept: not planned) table inet llmfleet_monitoring (kept)
+gateway             llmfleet-gateway.service, llmfleet-gateway-firewall.     <config_dir>/llmfleet-gateway.env,
+                    service (the plan's gateway host only)                   table inet llmfleet_gateway
 ==================  ======================================================  ============================
 
 The owned set errs on the side of keeping: a firewall unit is owned on every node of a serving group or
@@ -44,6 +46,8 @@ import re
 UNIT_DIR = '/etc/systemd/system'
 SERVE_PREFIX = 'llmfleet-serve'
 RAY_UNIT = 'llmfleet-ray'
+GATEWAY_UNIT = 'llmfleet-gateway'
+GATEWAY_TABLE = 'inet llmfleet_gateway'
 HASH_MARK = '# llmfleet-serve-hash: '
 SAFEGUARDS_DROPIN = '50-llmfleet-safeguards.conf'
 # the safeguards' per-engine-unit instances (of template units every engine unit shares)
@@ -88,12 +92,13 @@ def node_assignment(host, group, ray_node, serve_unit_name=''):
             'prefix': group.get('unit_prefix') or SERVE_PREFIX, 'ray': bool(ray_node)}
 
 
-def owned_set(nodes, config_dir, ray_unit=RAY_UNIT, watched_extra=(), complete=True):
+def owned_set(nodes, config_dir, ray_unit=RAY_UNIT, watched_extra=(), complete=True, gateway=False):
     """What the plan assigns to a machine: `nodes` are node_assignment()s of the inventory hosts on it
     (one for a real node; every emulated node of the machine, this host's first). Units and tables
     are the machine's (one systemd and one nftables per machine), files this host's (its config_dir).
     watched_extra: units safeguards_serve_units names. complete: False where the machine also runs
-    nodes of another cluster, which this plan does not know (the module then only reports)."""
+    nodes of another cluster, which this plan does not know (the module then only reports).
+    gateway: whether the plan puts the cluster's gateway (roles/gateway) on this machine."""
     own = nodes[0]
     units, tables, files, prefixes, engines = set(), set(), set(), {SERVE_PREFIX}, set()
     for node in nodes:
@@ -120,6 +125,10 @@ def owned_set(nodes, config_dir, ray_unit=RAY_UNIT, watched_extra=(), complete=T
                       '%s/safeguards/%s.json' % (config_dir, unit)])
     if own['ray']:
         files.update(['%s/ray.env' % config_dir, '%s/ray.nft' % config_dir])
+    if gateway:
+        units.update([GATEWAY_UNIT + '.service', GATEWAY_UNIT + '-firewall.service'])
+        tables.add(GATEWAY_TABLE)
+        files.add('%s/%s.env' % (config_dir, GATEWAY_UNIT))
     return {
         'config_dir': config_dir,
         'unit_dir': UNIT_DIR,
@@ -178,7 +187,8 @@ def parse_tables(text):
 def unit_kind(unit, owned, text=None):
     """The kind of a collection unit by the collection's naming convention (and, for an engine unit of
     another prefix, llm_server's hash stamp in its file text): engine, serve_firewall, watchdog
-    (a safeguards instance; 'parent' names its engine unit), ray, ray_firewall, kept or unknown."""
+    (a safeguards instance; 'parent' names its engine unit), ray, ray_firewall, gateway,
+    gateway_firewall, kept or unknown."""
     if unit in KEPT_UNITS:
         return 'kept', ''
     base, _dot, suffix = unit.rpartition('.')
@@ -187,6 +197,11 @@ def unit_kind(unit, owned, text=None):
             return 'watchdog', base[len(template):]
     if unit.startswith('llmfleet-firewall-') and suffix == 'service':
         return 'serve_firewall', ''
+    # before the engine units: llm_server runs the gateway too (its file carries the hash stamp)
+    if base == GATEWAY_UNIT and suffix == 'service':
+        return 'gateway', ''
+    if base == GATEWAY_UNIT + '-firewall' and suffix == 'service':
+        return 'gateway_firewall', ''
     for ray in owned.get('ray_units') or [RAY_UNIT]:
         if base == ray and suffix == 'service':
             return 'ray', ''
@@ -252,7 +267,7 @@ def orphans(owned, units, tables=(), files=()):
 
 def _collection_table(table):
     name = table.split(' ', 1)[-1]
-    return name == 'llmfleet_ray' or name.startswith('llmfleet_serve_')
+    return name in ('llmfleet_ray', 'llmfleet_gateway') or name.startswith('llmfleet_serve_')
 
 
 def collection_files(config_dir, config_names, safeguards_names, dropin_units, unit_dir=UNIT_DIR):

@@ -28,7 +28,8 @@ def node_line(name, node):
 
 
 def endpoint_line(ep):
-    """'Endpoint: URL model NAME engine E backend B nodes N tp T pp P' (unknown fields left out)."""
+    """'Endpoint: URL model NAME engine E backend B nodes N tp T pp P' (unknown fields left out), or for the
+    gateway 'Endpoint: URL model NAME gateway for M1, M2' (models: every model it routes to)."""
     missing = [k for k in ENDPOINT_KEYS if not ep.get(k)]
     if missing:
         raise SummaryError('endpoint %r lacks %s' % (ep, ', '.join(missing)))
@@ -36,6 +37,9 @@ def endpoint_line(ep):
     for key in ('engine', 'backend', 'nodes', 'tp', 'pp'):
         if ep.get(key) not in (None, ''):
             parts.append('%s %s' % (key, ep[key]))
+    if ep.get('models'):
+        # the cluster's gateway (roles/gateway): one URL for every model, routed by the request's model
+        parts.append('gateway for %s' % ', '.join(ep['models']))
     return ' '.join(parts)
 
 
@@ -69,7 +73,8 @@ def python_lines(ep, api_key_file=None, prompt='Hello'):
 def summary_lines(nodes, endpoints, api_key_file=None, ray=None, prometheus_url=None):
     """All summary lines.
 
-    nodes: {host: node identity dict}; endpoints: [{url, model, engine, backend, nodes, tp, pp}];
+    nodes: {host: node identity dict}; endpoints: [{url, model, engine, backend, nodes, tp, pp}], the
+    gateway's first where the cluster has one ({url, model, models});
     api_key_file: path on the controller or empty (no key); ray: ray_cluster_info's result or None;
     prometheus_url: the cluster's Prometheus (the monitoring role), or None where it runs none.
     """

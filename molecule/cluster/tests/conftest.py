@@ -36,7 +36,7 @@ LAST = ("test_upgrade.py", "test_teardown.py")
 # The files between FIRST and LAST, in this order: the serving paths and the secure defaults first,
 # the fault-injection checks (each an engine or Ray restart or two) after them. When `make test` runs
 # short of time, its deadline (below) drops checks from the end of this order, not LAST's.
-MIDDLE = ("test_cluster.py", "test_sglang.py", "test_security.py", "test_serve_ray.py", "test_serve_lifecycle.py",
+MIDDLE = ("test_cluster.py", "test_sglang.py", "test_gateway.py", "test_security.py", "test_serve_ray.py", "test_serve_lifecycle.py",
           "test_orphans.py", "test_validate.py", "test_monitoring.py", "test_safeguards.py", "test_guards.py", "test_partition.py")
 
 # Checks whose first step replaces whatever serves (their own serve.yml run): a module that changed
@@ -88,7 +88,7 @@ def pytest_collection_modifyitems(config, items):
 # Unset (a plain `molecule verify`): no deadline.
 # Seconds per file: the 2026-11-28 clean-clone `make test` on 2 cores (benchmarks/RESULTS.md),
 # rounded up; a file not named here counts DEFAULT_EXPECTED_S.
-EXPECTED_S = {"test_rerun.py": 300, "test_cluster.py": 140, "test_sglang.py": 60, "test_security.py": 180,
+EXPECTED_S = {"test_rerun.py": 300, "test_cluster.py": 140, "test_sglang.py": 60, "test_gateway.py": 30, "test_security.py": 180,
               "test_serve_ray.py": 160, "test_serve_lifecycle.py": 720, "test_orphans.py": 170, "test_validate.py": 200,
               "test_monitoring.py": 180, "test_safeguards.py": 130, "test_guards.py": 510, "test_partition.py": 120,
               "test_upgrade.py": 1100, "test_teardown.py": 360}

@@ -271,6 +271,9 @@ def test_sglang_on_a_shared_gpu_is_refused_with_the_reason():
 SPARK_UNIT, SG_UNIT = "llmfleet-serve-tiny", "llmfleet-serve-tiny-sg"
 RAY = ["llmfleet-ray-firewall.service", "llmfleet-ray.service"]
 NODE_ENV = ["/etc/llmfleet/comm.env", "/etc/llmfleet/engine.env", "/etc/llmfleet/nccl.env"]
+# the cluster's gateway (default: on the Ray head, spark1)
+GATEWAY = ["llmfleet-gateway-firewall.service", "llmfleet-gateway.service"]
+GATEWAY_ENV = ["/etc/llmfleet/llmfleet-gateway.env"]
 
 
 def serving(unit, engine=True, table=None):
@@ -288,10 +291,19 @@ def serving(unit, engine=True, table=None):
 # host, serving-group spec, inventory extras, {key of plan.owned: expected value}
 OWNED_CASES = [
     # the API node of the default group, a Ray node: engine, its firewall and watchdog, Ray and its firewall
+    # (and the gateway: spark1 is the Ray head)
     ("spark1", None, {}, {
-        "units": sorted(serving(SPARK_UNIT)[0] + RAY), "nft_tables": ["inet llmfleet_ray", "inet llmfleet_serve_tiny"],
-        "files": sorted(serving(SPARK_UNIT)[2] + NODE_ENV + ["/etc/llmfleet/ray.env", "/etc/llmfleet/ray.nft"]),
+        "units": sorted(serving(SPARK_UNIT)[0] + RAY + GATEWAY),
+        "nft_tables": ["inet llmfleet_gateway", "inet llmfleet_ray", "inet llmfleet_serve_tiny"],
+        "files": sorted(serving(SPARK_UNIT)[2] + NODE_ENV + GATEWAY_ENV + ["/etc/llmfleet/ray.env", "/etc/llmfleet/ray.nft"]),
         "engine_units": [SPARK_UNIT], "patterns": ["llmfleet-*"], "complete": True}),
+    # the gateway off: spark1 owns no gateway unit (a converge removes one it ran)
+    ("spark1", None, {"all": {"gateway_enabled": False}}, {
+        "units": sorted(serving(SPARK_UNIT)[0] + RAY), "nft_tables": ["inet llmfleet_ray", "inet llmfleet_serve_tiny"]}),
+    # the gateway moved to thor1: thor1 owns it, and Ray
+    ("thor1", None, {"all": {"gateway_host": "thor1"}}, {
+        "units": sorted(RAY + GATEWAY), "nft_tables": ["inet llmfleet_gateway", "inet llmfleet_ray"],
+        "files": sorted(NODE_ENV + GATEWAY_ENV + ["/etc/llmfleet/ray.env", "/etc/llmfleet/ray.nft"])}),
     # a Ray worker that serves nothing: Ray alone (a serve unit there is an orphan)
     ("thor1", None, {}, {"units": RAY, "nft_tables": ["inet llmfleet_ray"], "engine_units": [],
                          "files": sorted(NODE_ENV + ["/etc/llmfleet/ray.env", "/etc/llmfleet/ray.nft"])}),
@@ -301,7 +313,7 @@ OWNED_CASES = [
     # another unit prefix: its units are listed too, by the firewall's naming
     ("spark1", None, {"all": {"serve_unit_prefix": "acme"}}, {
         "patterns": ["acme-*", "llmfleet-*"], "serve_prefixes": ["acme", "llmfleet-serve"], "engine_units": ["acme-tiny"],
-        "nft_tables": ["inet llmfleet_ray", "inet llmfleet_serve_tiny"]}),
+        "nft_tables": ["inet llmfleet_gateway", "inet llmfleet_ray", "inet llmfleet_serve_tiny"]}),
     # the inventory renames the Ray unit, the engine unit (serve_unit_name: the one unit the serve role
     # runs and safeguards watches) and adds a watched unit
     ("spark1", None, {"all": {"ray_node_unit": "ray-head", "serve_unit_name": "my-engine",
@@ -309,7 +321,7 @@ OWNED_CASES = [
         "engine_units": ["my-engine"], "ray_units": ["llmfleet-ray", "ray-head"],
         "units": sorted(["llmfleet-firewall-my-engine.service", "llmfleet-watchdog@my-engine.timer",
                          "llmfleet-watchdog@custom.timer", "my-engine.service",
-                         "ray-head-firewall.service", "ray-head.service"])}),
+                         "ray-head-firewall.service", "ray-head.service"] + GATEWAY)}),
     # another configuration directory moves every owned file
     ("thor1", None, {"all": {"common_config_dir": "/etc/fleet"}},
      {"files": ["/etc/fleet/comm.env", "/etc/fleet/engine.env", "/etc/fleet/nccl.env", "/etc/fleet/ray.env",
@@ -369,3 +381,30 @@ def test_a_bad_ray_auth_mode_names_host_variable_value_and_fix():
     with pytest.raises(cp.PlanError) as err:
         plan_of("spark1", None, spark1={"ray_node_auth": "tokens"})
     assert "spark1: ray_node_auth 'tokens' is not one of token, disabled; set token" in str(err.value)
+
+
+# ---- the gateway: one endpoint in front of every serving group (roles/gateway)
+def test_the_gateway_fronts_every_group_from_the_ray_head():
+    gw = plan_of("thor2", TWO)["cluster"]["gateway"]
+    assert gw == {"host": "spark1", "port": 8080, "url": "http://10.1.0.1:8080", "unit": "llmfleet-gateway",
+                  "workers": [{"url": "http://10.1.0.1:8000", "model_id": "tiny", "group": "sparks"},
+                              {"url": "http://10.1.0.3:8001", "model_id": "tiny-sg", "group": "thors"}],
+                  "models": ["tiny", "tiny-sg"]}
+
+
+def test_no_gateway_where_it_is_off():
+    assert plan_of("spark1", None, all={"gateway_enabled": False})["cluster"]["gateway"] == {}
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"gateway_host": "nowhere"}, ["gateway_host 'nowhere' is not a host of cluster 'sim'", "Ray head spark1"]),
+    ({"gateway_port": "http"}, ["gateway_port 'http' is not a TCP port"]),
+    # spark1 serves the sparks' group on 8000 itself
+    ({"gateway_port": 8000}, ["gateway_port 8000 on spark1 is also the API port of serving group sparks"]),
+])
+def test_a_gateway_the_plan_cannot_place_stops_naming_host_variable_and_fix(extra, words):
+    with pytest.raises(cp.PlanError) as err:
+        plan_of("thor1", TWO, all=extra)
+    for w in words:
+        assert w in str(err.value)
+    assert str(err.value).startswith("thor1: ") and "fix: " in str(err.value)

@@ -75,6 +75,9 @@ def test_parse_tables():
     # serve_unit_name gave the engine another name: llm_server's stamp says what it is
     ("llmfleet-tiny.service", "# Managed by Ansible\n# llmfleet-serve-hash: 0123\n", ("engine", "")),
     ("llmfleet-tiny.service", "[Unit]\n", ("unknown", "")),
+    # llm_server runs the gateway too: its stamp must not make it an engine unit
+    ("llmfleet-gateway.service", "# llmfleet-serve-hash: 0123\n", ("gateway", "")),
+    ("llmfleet-gateway-firewall.service", None, ("gateway_firewall", "")),
 ])
 def test_unit_kind(unit, text, want):
     assert o.unit_kind(unit, THOR1_TWIN, text) == want

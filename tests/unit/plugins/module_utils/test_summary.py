@@ -20,6 +20,9 @@ RAY = {"node_count": 2, "nodes": [{"ip": "10.231.1.11"}, {"ip": "10.231.1.12"}],
     (EP, "Endpoint: http://10.231.1.11:8000/v1 model tiny-llama engine vllm backend ray nodes 2 tp 2 pp 1"),
     ({"url": "http://h:30000/v1", "model": "m", "engine": "sglang", "tp": 1},
      "Endpoint: http://h:30000/v1 model m engine sglang tp 1"),
+    # the cluster's gateway: one URL, every model it routes to
+    ({"url": "http://10.231.1.11:8080/v1", "model": "a", "models": ["a", "b"]},
+     "Endpoint: http://10.231.1.11:8080/v1 model a gateway for a, b"),
 ])
 def test_endpoint_line(ep, line):
     assert s.endpoint_line(ep) == line
