@@ -41,6 +41,8 @@ def guarded_ports(host):
     ports.discard(8000)  # the API port: serve_allow, checked below
     # Prometheus on the monitoring node admits the controller by design (docs/monitoring.md)
     ports.discard(9090)
+    # the gateway's port (roles/gateway) admits what the API port admits: checked in test_gateway.py
+    ports.discard(8080)
     return ports
 
 

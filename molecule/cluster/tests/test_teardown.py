@@ -87,7 +87,8 @@ def test_teardown_leaves_no_unit_dropin_env_file_table_or_process(before):
         left_env = [p for p in before[name]["env"] if h.file(p).exists and p not in NODE_CONFIG]
         assert left_env == [], (name, left_env)
         assert h.check_output("ls /etc/llmfleet/llmfleet-serve-* /etc/llmfleet/ray.env /etc/llmfleet/ray.nft /etc/llmfleet/ray-auth-token "
-                              "/etc/llmfleet/firewall-* /etc/llmfleet/safeguards 2>/dev/null || true") == ""
+                              "/etc/llmfleet/firewall-* /etc/llmfleet/safeguards /etc/llmfleet/llmfleet-gateway.env "
+                              "/etc/llmfleet/gateway.nft /etc/llmfleet/gateway-workers.json 2>/dev/null || true") == ""
         assert h.check_output("nft list tables | grep llmfleet || true") == "", name
         assert h.check_output("pgrep -u llmfleet -l || true") == "", name
         # kept: what a re-converge needs to serve again without downloads, and the host protection
