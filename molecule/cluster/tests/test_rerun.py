@@ -1,5 +1,5 @@
 """A re-run of site.yml on the converged sim (issue 19): each role's play checks its nodes first and
-ends there where none drifted, so none of the nine roles starts; a node that drifted runs its
+ends there where none drifted, so none of the ten roles starts; a node that drifted runs its
 role's play (on every host of it) and the other plays still end at their check.
 
 Runs first among the checks (conftest.py FIRST): the lab is then exactly as the converge left it.
@@ -8,7 +8,8 @@ import hashlib
 
 from conftest import failures, node, recap, run_playbook
 
-ROLES = ("fabric", "python_env", "engine_patches", "nccl", "ray_node", "models", "safeguards", "serve", "monitoring")
+ROLES = ("fabric", "python_env", "engine_patches", "nccl", "ray_node", "models", "safeguards", "serve", "gateway",
+         "monitoring")
 COMM_ENV = "/etc/llmfleet/comm.env"
 
 
