@@ -79,8 +79,8 @@ def test_every_worker_is_registered_with_the_key_and_a_busy_one_retried(router):
     log, sleeps = [], []
     left = gw.register_all(router, workers, "k", 5, alive=lambda: True, log=log.append, sleep=sleeps.append)
     assert left == []
-    assert [(w["url"], w["model_id"], w["api_key"]) for w in Router.seen] == [("http://a:8000", "m", "k"),
-                                                                             ("http://b:8000", "n", "k")]
+    want = [("http://a:8000", "m", "k"), ("http://b:8000", "n", "k")]
+    assert [(w["url"], w["model_id"], w["api_key"]) for w in Router.seen] == want
     assert sleeps == [5, 5] and sum("not registered yet: HTTP 503" in m for m in log) == 2
 
 
