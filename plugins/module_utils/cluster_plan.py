@@ -37,6 +37,8 @@ INPUTS = (
     'llmfleet_machine', 'llmfleet_machine_gpus', 'llmfleet_cuda_devices',
     # the names of what the roles install, where the inventory renames it (the owned set: owned())
     'ray_node_unit', 'serve_unit_name', 'safeguards_serve_units',
+    # the cluster's gateway (gateway())
+    'gateway_enabled', 'gateway_host', 'gateway_port',
 ) + tuple('ray_node_' + name for name in ('node_manager_port', 'object_manager_port', 'metrics_port',
                                           'client_server_port', 'autoscaler_metrics_port', 'dashboard_metrics_port',
                                           'agent_ports',
