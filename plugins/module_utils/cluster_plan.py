@@ -314,12 +314,7 @@ def gateway(hostvars, host, cluster, cluster_hosts, head, planned):
         raise PlanError('%s: gateway_host %r is not a host of cluster %r (%s); fix: name one of them (default: '
                         'the Ray head %s) or set gateway_enabled: false'
                         % (host, where, cluster, ', '.join(cluster_hosts), head or cluster_hosts[0]))
-    port = _get(hostvars, host, 'gateway_port', DEFAULT_GATEWAY_PORT)
-    if isinstance(port, str) and port.isdigit():
-        port = int(port)
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
-        raise PlanError('%s: gateway_port %r is not a TCP port; fix: a number 1-65535 (default %d)'
-                        % (host, port, DEFAULT_GATEWAY_PORT))
+    port = _int(_get(hostvars, host, 'gateway_port', DEFAULT_GATEWAY_PORT), host, 'gateway_port')
     taken = [g['name'] for g in planned if where in g['hosts'] and g['port'] == port]
     if taken:
         raise PlanError('%s: gateway_port %d on %s is also the API port of serving group %s there; fix: another '
