@@ -90,6 +90,7 @@ molecule-%: venv link lab-up
 # The monitoring role's alert and recording rules on synthetic series (promtool: Debian's prometheus
 # package, installed by tools/bootstrap.sh).
 monitoring-rules:
+	@command -v promtool > /dev/null || { echo "promtool is not on PATH: run make deps (tools/bootstrap.sh installs Debian's prometheus)"; exit 1; }
 	promtool check rules roles/monitoring/files/llmfleet-rules.yml
 	promtool test rules tests/promtool/*.test.yml
 

@@ -8,14 +8,24 @@ set -euo pipefail
 # openssh-server: the models fan-out test runs an sshd per network-namespace node (not started here);
 # ccache: the NCCL integration test's compiler cache (tests/integration/nccl/run.sh);
 # prometheus: promtool, for the monitoring rules' tests (make monitoring-rules)
-PKGS="podman runc debootstrap iproute2 iputils-ping openssh-client openssh-server rsync jq xz-utils zstd dpkg-dev ccache prometheus"
+# package:command pairs. A package counts as there only when dpkg has it installed ("ii": `dpkg -s`
+# also answers 0 for a removed package whose config files remain) and its command is on the PATH (a
+# restored machine can hold dpkg's record without the files): otherwise it is (re)installed.
+PKGS="podman:podman runc:runc debootstrap:debootstrap iproute2:ip iputils-ping:ping openssh-client:ssh
+openssh-server:/usr/sbin/sshd rsync:rsync jq:jq xz-utils:xz zstd:zstd dpkg-dev:dpkg-source ccache:ccache
+prometheus:promtool"
 missing=""
-for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+for pair in $PKGS; do
+  p=${pair%%:*} cmd=${pair#*:}
+  if [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null)" != "ii " ] || ! command -v "$cmd" >/dev/null; then
+    missing="$missing $p"
+  fi
+done
 if [ -n "$missing" ]; then
   echo "[bootstrap] apt-get install:$missing"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends $missing >/dev/null
+  apt-get install -y -q --no-install-recommends --reinstall $missing >/dev/null
   # only promtool is wanted here: the package's own server (its postinst starts it on every address
   # where systemd runs) is stopped and disabled when this script installed it
   case " $missing " in

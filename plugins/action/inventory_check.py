@@ -103,6 +103,14 @@ def load_patches(patches_dir: str) -> dict[str, t.Any]:
             for pid, data in (load_yaml_dir(patches_dir, "patch.yml") or {}).items()}
 
 
+def gate_inputs(role_specs: t.Mapping[str, t.Mapping[str, t.Any]]) -> set[str]:
+    """The variables the gate reads besides ``llmfleet_*``: every role option, and every input of the
+    cluster plan (some, such as gateway_host, are read by the plan only, for the role it feeds)."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan  # pure
+
+    return {n for options in role_specs.values() for n in options} | set(cluster_plan.INPUTS)
+
+
 def extract_hostvars(hostvars: t.Any, hosts: t.Iterable[str],
                      also: t.Collection[str] = ()) -> dict[str, dict[str, t.Any]]:
     """host -> the variables the checks read (``llmfleet_*`` and version pins), templated.
@@ -190,8 +198,7 @@ class ActionModule(ActionBase):
         groups = {str(g): [str(h) for h in hs] for g, hs in (task_vars.get("groups") or {}).items()}
         hosts = list(dict.fromkeys(groups.get("all", [])))
         role_specs = load_role_specs(ROLES_DIR)
-        spec_names = {n for options in role_specs.values() for n in options}
-        hostvars = extract_hostvars(task_vars["hostvars"], hosts, spec_names)
+        hostvars = extract_hostvars(task_vars["hostvars"], hosts, gate_inputs(role_specs))
 
         profiles_dir = args["profiles_dir"] or DEFAULT_PROFILES_DIR
         profiles = load_profiles(profiles_dir)

@@ -143,14 +143,21 @@ def rsync_argv(sender_ip, rel_path, dest, key_file, known_hosts, port=22, timeou
             remote, f"{str(dest).rstrip('/')}/"]
 
 
+# ssh's and rsync's words for a peer that did not answer (ssh(1), rsync(1) messages)
+UNREACHABLE_MARKERS = ("connection refused", "timed out", "io timeout", "no route", "network is unreachable")
+
+
 def classify_rsync_failure(host, sender, sender_ip, rc, stderr):
     """Host, cause and fix of a failed pull (rsync's exit code and ssh's message)."""
     text = (stderr or "").strip().splitlines()
     last = text[-1] if text else ""
     low = (stderr or "").lower()
     # rsync's own --timeout (exit 30, "io timeout") can fire before ssh's ConnectTimeout on a loaded
-    # machine, as both have the same length: the peer did not answer in time either way
-    if rc in (255, 30) or "connection refused" in low or "timed out" in low or "io timeout" in low or "no route" in low:
+    # machine, as both have the same length: the peer did not answer in time either way. When ssh
+    # fails to connect, rsync exits 255 or, if it reads the closed pipe before it reaps ssh, 12
+    # ("error in rsync protocol data stream", seen with the link down): ssh's own line decides
+    ssh_failed = "ssh: connect to host" in low or any(m in low for m in UNREACHABLE_MARKERS)
+    if rc in (255, 30) or ssh_failed or "host key verification failed" in low or "permission denied (publickey" in low:
         if "host key verification failed" in low:
             cause = f"{sender}'s ssh host key at {sender_ip} is not the one recorded"
             fix = (f"check that {sender_ip} is {sender}'s fabric address (llmfleet_fabric_ip); re-run the "

@@ -897,6 +897,71 @@ def rule_monitoring(ctx: GateContext) -> t.Iterator[Finding]:
                           "node has free", (server,), "monitoring_retention_size", size)
 
 
+# --------------------------------------------------------------------------- gateway (roles/gateway)
+DEFAULT_GATEWAY_PORT = 8080  # roles/gateway/meta/argument_specs.yml
+
+
+def _off(value: t.Any) -> bool:
+    return value is False or (isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "0"))
+
+
+def _group_ports(ctx: GateContext, cluster: str, host: str) -> dict[int, str]:
+    """The API ports of the serving groups of `cluster` that have a rank on `host`: port -> group."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils.profiles import DEFAULT_PORT  # pure
+
+    spec = ctx.value(host, "llmfleet_serve_groups")
+    spec = spec if isinstance(spec, t.Mapping) else {}
+    default = _numbers(ctx.set_value(host, "serve_port")) or [DEFAULT_PORT]  # serve_port's default is templated
+    ports = {}
+    for group in ctx.inv.serving_groups(cluster):
+        if host not in group.hosts:
+            continue
+        entry = spec.get(group.name) if group.name is not None else None
+        port = _numbers(entry["port"]) if isinstance(entry, t.Mapping) and "port" in entry else default
+        if port:
+            ports.setdefault(port[0], group.name or "the default group")
+    return ports
+
+
+def rule_gateway(ctx: GateContext) -> t.Iterator[Finding]:
+    """One gateway per cluster that serves, on a host of it (default its Ray head), its port free there."""
+    for cluster in ctx.inv.clusters:
+        hosts = ctx.cluster_hosts(cluster)
+        if not ctx.inv.serving_groups(cluster) or all(_off(ctx.value(h, "gateway_enabled")) for h in hosts):
+            continue
+        heads = [h for h in ctx.inv.head if h in hosts]
+        named = {h: ctx.value(h, "gateway_host") for h in hosts}
+        servers = {h: (v if isinstance(v, str) and v else (heads[0] if heads else hosts[0])) for h, v in named.items()}
+        if len(set(servers.values())) > 1:
+            yield Finding(_names(hosts), f"gateway_host differs within cluster '{cluster}' ("
+                          + ", ".join(f"{h}={s}" for h, s in servers.items()) + "): one gateway fronts a cluster",
+                          "set one gateway_host for the cluster (group_vars)", tuple(hosts), "gateway_host",
+                          sorted(set(servers.values())))
+            continue
+        server = next(iter(servers.values()))
+        if server not in hosts:
+            where = (f"a host of cluster '{ctx.inv.cluster[server]}'" if server in ctx.inv.cluster
+                     else "not a node of any cluster in this inventory")
+            yield Finding(_names(hosts), f"gateway_host '{server}' is {where}, not of cluster '{cluster}' "
+                          f"({', '.join(hosts)}): the gateway runs on a node of the cluster whose engines it fronts",
+                          f"name one of {', '.join(hosts)} (default: the Ray head) or set gateway_enabled: false",
+                          tuple(hosts), "gateway_host", server)
+            continue
+        port = _numbers(ctx.value(server, "gateway_port")) or [DEFAULT_GATEWAY_PORT]
+        users = [f"the API of serving group {g} (its port)" for p, g in _group_ports(ctx, cluster, server).items()
+                 if p == port[0]]
+        users += [u for u in _ports_of(ctx, server).get(port[0], []) if not u.endswith("(serve_port)")]
+        low, high = _numbers(ctx.value(server, "ray_node_min_worker_port")), _numbers(ctx.value(server, "ray_node_max_worker_port"))
+        if low and high and low[0] <= port[0] <= high[0]:
+            users.append(f"Ray workers (ray_node_min_worker_port..ray_node_max_worker_port = {low[0]}..{high[0]})")
+        users += [f"monitoring ({n})" for p, n in _monitoring_ports(ctx, server, True).items() if p == port[0]]
+        users = list(dict.fromkeys(users))
+        if users:
+            yield Finding(server, f"gateway_port {port[0]} on the gateway host {server} is also used by "
+                          f"{' and '.join(users)}", f"another gateway_port (default {DEFAULT_GATEWAY_PORT}) or "
+                          "another gateway_host", (server,), "gateway_port", port[0])
+
+
 RULES: tuple[Rule, ...] = (
     Rule("role_args", "role argument specs",
          "every variable the inventory sets for a role is checked against that role's meta/argument_specs.yml "
@@ -959,4 +1024,8 @@ RULES: tuple[Rule, ...] = (
          "monitoring_server is one host of the cluster it scrapes (default its Ray head); node exporter's and "
          "Prometheus' ports collide with no other service's port on a node nor Ray's worker port range; "
          "monitoring_retention_size is a size Prometheus reads and fits preflight_min_disk_gb", rule_monitoring),
+    Rule("gateway", "gateway node and port",
+         "a cluster that serves has one gateway_host, a host of that cluster (default its Ray head), unless "
+         "gateway_enabled is false; gateway_port is no serving group's API port on that host and collides with no Ray, "
+         "monitoring or Ray worker port there", rule_gateway),
 )

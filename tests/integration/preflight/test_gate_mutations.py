@@ -66,7 +66,7 @@ class Fleet:
 
     @staticmethod
     def spec_names() -> set[str]:
-        return {n for options in inventory_check.load_role_specs(inventory_check.ROLES_DIR).values() for n in options}
+        return inventory_check.gate_inputs(inventory_check.load_role_specs(inventory_check.ROLES_DIR))
 
     def hostvars(self) -> HostVars:
         return HostVars(inventory=self.inventory, variable_manager=self.variables, loader=self.loader)
@@ -419,6 +419,34 @@ def monitoring_elsewhere(f: Fleet):
     return f.head(), "monitoring_server"
 
 
+def _gateway_head(f: Fleet) -> str:
+    if not f.view.serving_groups(f.cluster_of(f.head())):
+        raise NotApplicable("the head's cluster serves nothing: no gateway")
+    return f.head()
+
+
+def gateway_elsewhere(f: Fleet):
+    head = _gateway_head(f)
+    f.set_all("gateway_host", "no-such-node")
+    return head, "gateway_host"
+
+
+def gateway_on_the_gcs_port(f: Fleet):
+    head = _gateway_head(f)
+    f.set_all("gateway_port", f.value(head, "ray_node_port") or 6379)
+    return head, "gateway_port"
+
+
+def gateway_on_a_group_api_port(f: Fleet):
+    head = _gateway_head(f)
+    group = next((g for g in f.view.serving_groups(f.cluster_of(head)) if head in g.hosts), None)
+    if group is None:
+        raise NotApplicable("the Ray head (the gateway's host) has no engine rank: no API port to take")
+    spec = (f.value(head, "llmfleet_serve_groups") or {}).get(group.name) or {}
+    f.set_all("gateway_port", spec.get("port") or f.value(head, "serve_port") or 8000)
+    return head, "gateway_port"
+
+
 def allow_list_typo(f: Fleet):
     f.set(f.head(), "serve_allow", ["10.0.0.0/33"])
     return f.head(), "serve_allow"
@@ -465,6 +493,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("networks", "two networks in one serve_allow_extra entry", two_networks_in_one_entry,
              says="does not parse"),
     Mutation("monitoring", "monitoring_server names no node of the cluster", monitoring_elsewhere),
+    Mutation("gateway", "gateway_host names no node of the cluster", gateway_elsewhere),
+    Mutation("gateway", "gateway_port = Ray's GCS port", gateway_on_the_gcs_port),
+    Mutation("gateway", "gateway_port = the API port of the gateway host's group", gateway_on_a_group_api_port,
+             says="the API of serving group"),
 )
 
 

@@ -128,6 +128,12 @@ def test_rsync_argv_pull_and_probe():
     (255, "ssh: connect to host 10.0.1.11 port 22: No route to host\nrsync: connection unexpectedly closed",
      "cannot reach spark1 at its fabric address 10.0.1.11", "check the fabric link"),
     (255, "ssh: connect to host 10.0.1.11 port 22: Connection timed out", "cannot reach spark1", "models_distribution: controller"),
+    # the link down: rsync read the closed pipe before it reaped ssh (make test, 2026-12-02)
+    (12, "ssh: connect to host 10.0.1.11 port 22: Network is unreachable\nrsync: connection unexpectedly closed "
+         "(0 bytes received so far) [Receiver]\nrsync error: error in rsync protocol data stream (code 12) at io.c(285) "
+         "[Receiver=3.5.0]", "cannot reach spark1 at its fabric address 10.0.1.11", "check the fabric link"),
+    (12, "Host key verification failed.\nrsync: connection unexpectedly closed (0 bytes received so far) [Receiver]",
+         "host key at 10.0.1.11 is not the one recorded", "llmfleet_fabric_ip"),
     (30, "[Receiver] io timeout after 5 seconds -- exiting\nrsync error: timeout in data send/receive (code 30) at io.c(201) "
          "[Receiver=3.2.7]", "cannot reach spark1 at its fabric address 10.0.1.11", "check the fabric link"),
     (255, "root@10.0.1.11: Permission denied (publickey).\r\nrsync: connection unexpectedly closed",
