@@ -27,6 +27,7 @@ DEFAULT_CONFIG_DIR = '/etc/llmfleet'
 DEFAULT_SERVICE = {'user': 'llmfleet', 'group': 'llmfleet', 'home': '/var/lib/llmfleet'}
 DEFAULT_RAY_PORT = 6379
 DEFAULT_GATEWAY_PORT = 8080
+DEFAULT_GATEWAY_METRICS_PORT = 29000  # the router's Prometheus metrics (sgl_router_*)
 CURRENT = 'current'
 
 # The inventory variables the plan reads (per host); everything else it derives.
@@ -38,7 +39,7 @@ INPUTS = (
     # the names of what the roles install, where the inventory renames it (the owned set: owned())
     'ray_node_unit', 'serve_unit_name', 'safeguards_serve_units',
     # the cluster's gateway (gateway())
-    'gateway_enabled', 'gateway_host', 'gateway_port',
+    'gateway_enabled', 'gateway_host', 'gateway_port', 'gateway_metrics_port',
 ) + tuple('ray_node_' + name for name in ('node_manager_port', 'object_manager_port', 'metrics_port',
                                           'client_server_port', 'autoscaler_metrics_port', 'dashboard_metrics_port',
                                           'agent_ports',
@@ -306,7 +307,7 @@ def gateway(hostvars, host, cluster, cluster_hosts, head, planned):
     """The cluster's gateway (roles/gateway): one OpenAI endpoint in front of every serving group,
     routing by model. {} where the inventory turns it off (gateway_enabled: false) or nothing is served.
     Its host: gateway_host, default the Ray head (else the cluster's first host); its workers: each
-    group's API (the plan's url) under its served model name."""
+    group's API (the plan's url) under its served model name; metrics_port: where Prometheus scrapes it."""
     if not _flag(_get(hostvars, host, 'gateway_enabled', True)) or not planned:
         return {}
     where = _get(hostvars, host, 'gateway_host', '') or head or cluster_hosts[0]
@@ -320,9 +321,15 @@ def gateway(hostvars, host, cluster, cluster_hosts, head, planned):
         raise PlanError('%s: gateway_port %d on %s is also the API port of serving group %s there; fix: another '
                         'gateway_port (default %d) or another gateway_host'
                         % (host, port, where, taken[0], DEFAULT_GATEWAY_PORT))
+    metrics = _int(_get(hostvars, host, 'gateway_metrics_port', DEFAULT_GATEWAY_METRICS_PORT), host,
+                   'gateway_metrics_port')
+    if metrics == port:
+        raise PlanError('%s: gateway_metrics_port %d is also gateway_port; fix: two ports (defaults %d and %d)'
+                        % (host, metrics, DEFAULT_GATEWAY_PORT, DEFAULT_GATEWAY_METRICS_PORT))
     address = _get(hostvars, where, 'serve_host') or _get(hostvars, where, 'llmfleet_fabric_ip')
     workers = [{'url': g['url'], 'model_id': g['served_model_name'], 'group': g['name']} for g in planned if g['url']]
-    return {'host': where, 'port': port, 'url': 'http://%s:%s' % (address, port) if address else '',
+    return {'host': where, 'port': port, 'metrics_port': metrics,
+            'url': 'http://%s:%s' % (address, port) if address else '',
             'unit': _orphans.GATEWAY_UNIT, 'workers': workers,
             'models': sorted({w['model_id'] for w in workers})}
 

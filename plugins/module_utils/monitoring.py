@@ -15,12 +15,13 @@ Jobs:
   (node exporter's systemd collector watches the node's engine unit).
 * ``ray``: every Ray node's metrics export port (``ray start --metrics-export-port``).
 * ``node``: node exporter on every host of the cluster.
+* ``gateway``: the cluster's gateway (roles/gateway), its router's metrics port (``sgl_router_*``).
 * ``prometheus``: the server itself (its own rule evaluation and scrape health).
 """
 
 import re
 
-JOBS = ('engine', 'ray', 'node', 'prometheus')
+JOBS = ('engine', 'ray', 'node', 'gateway', 'prometheus')
 # SGLang's /metrics names its series sglang:<name> in the text format but sglang_<name> in the
 # OpenMetrics one, which Prometheus asks for first (seen with SGLang 0.5.21, prometheus_client 0.26;
 # vLLM keeps its colon in both): the engine job names them as SGLang documents them, in both cases.
@@ -103,8 +104,13 @@ def scrape_configs(plans, server, prometheus_port=9090, node_exporter_port=9100,
             ray.append({'targets': [_target(address, plan['ray_ports']['metrics_port'])],
                         'labels': dict(labels, ray_role='head' if host == cluster.get('ray_head') else 'worker')})
         node.append({'targets': [_target(address, node_exporter_port)], 'labels': labels})
+    gateway = []
+    gate = cluster.get('gateway') or {}
+    if gate.get('metrics_port') and gate.get('host') in plans:
+        gateway.append({'targets': [_target(_address(gate['host'], plans[gate['host']]), gate['metrics_port'])],
+                        'labels': {'cluster': name, 'node': gate['host']}})  # it fronts every group
     server_labels = {'cluster': name, 'node': server}
-    jobs = [('engine', engine), ('ray', ray), ('node', node),
+    jobs = [('engine', engine), ('ray', ray), ('node', node), ('gateway', gateway),
             ('prometheus', [{'targets': [_target('127.0.0.1', prometheus_port)], 'labels': server_labels}])]
     configs = [{'job_name': job, 'scrape_interval': interval, 'scrape_timeout': timeout,
                 'static_configs': static} for job, static in jobs if static]

@@ -79,6 +79,19 @@ def parse_serve_units(text):
     return units
 
 
+def journal_tail(text, unit, lines=6, width=240):
+    """The last `lines` journal lines about `unit` in ``journalctl --output=with-unit`` text (the
+    unit's own, "<unit>.service[pid]: ...", and systemd's, "init.scope[1]: <unit>.service: Failed
+    with result 'timeout'."), each without its date and host and cut at `width` characters."""
+    name = unit + '.service'
+    out = []
+    for raw in (text or '').splitlines():
+        parts = raw.split(None, 5)  # weekday, date, time, zone, host, "ident[pid]: message"
+        if len(parts) == 6 and name in parts[5]:
+            out.append(parts[5].replace('init.scope[1]: ', 'systemd: ', 1)[:width])
+    return out[-lines:]
+
+
 def _num(value, default=0.0):
     try:
         return float(value)
@@ -253,9 +266,11 @@ def _host_checks(cl, host, out):
         else:
             state = ('%s is %s/%s' % (units[0]['unit'], units[0]['active'], units[0]['sub'])) if units else \
                 '%s not installed' % (unit_name or 'no llmfleet-serve unit')
-            out.append(check(FAIL, host, 'serve unit', '%s; fix: `journalctl -u %s -n 100` on %s, then '
+            said = journal_tail(probe.get('serve_journal'), units[0]['unit']) if units else []
+            out.append(check(FAIL, host, 'serve unit', '%s%s; fix: `journalctl -u %s -n 100` on %s, then '
                              '`ansible-playbook site.yml --tags serve -e serve_state=restarted`'
-                             % (state, unit_name or 'llmfleet-serve-*', host)))
+                             % (state, '; its journal ends: ' + ' | '.join(said) if said else '',
+                                unit_name or 'llmfleet-serve-*', host)))
     elif host not in cl.serving and any(u['active'] == 'active' for u in units):
         out.append(check(WARN, host, 'serve unit', '%s runs although %s is not in the serving group; fix: '
                          '`systemctl disable --now %s`' % (units[0]['unit'], host, units[0]['unit'])))

@@ -898,7 +898,8 @@ def rule_monitoring(ctx: GateContext) -> t.Iterator[Finding]:
 
 
 # --------------------------------------------------------------------------- gateway (roles/gateway)
-DEFAULT_GATEWAY_PORT = 8080  # roles/gateway/meta/argument_specs.yml
+DEFAULT_GATEWAY_PORT = 8080  # module_utils/cluster_plan.py (the plan defaults both)
+DEFAULT_GATEWAY_METRICS_PORT = 29000
 
 
 def _off(value: t.Any) -> bool:
@@ -924,7 +925,7 @@ def _group_ports(ctx: GateContext, cluster: str, host: str) -> dict[int, str]:
 
 
 def rule_gateway(ctx: GateContext) -> t.Iterator[Finding]:
-    """One gateway per cluster that serves, on a host of it (default its Ray head), its port free there."""
+    """One gateway per cluster that serves, on a host of it (default its Ray head), its two ports free there."""
     for cluster in ctx.inv.clusters:
         hosts = ctx.cluster_hosts(cluster)
         if not ctx.inv.serving_groups(cluster) or all(_off(ctx.value(h, "gateway_enabled")) for h in hosts):
@@ -947,19 +948,22 @@ def rule_gateway(ctx: GateContext) -> t.Iterator[Finding]:
                           f"name one of {', '.join(hosts)} (default: the Ray head) or set gateway_enabled: false",
                           tuple(hosts), "gateway_host", server)
             continue
-        port = _numbers(ctx.value(server, "gateway_port")) or [DEFAULT_GATEWAY_PORT]
-        users = [f"the API of serving group {g} (its port)" for p, g in _group_ports(ctx, cluster, server).items()
-                 if p == port[0]]
-        users += [u for u in _ports_of(ctx, server).get(port[0], []) if not u.endswith("(serve_port)")]
+        wanted = {var: (_numbers(ctx.value(server, var)) or [default])[0]
+                  for var, default in (("gateway_port", DEFAULT_GATEWAY_PORT),
+                                       ("gateway_metrics_port", DEFAULT_GATEWAY_METRICS_PORT))}
+        group_ports = _group_ports(ctx, cluster, server)
         low, high = _numbers(ctx.value(server, "ray_node_min_worker_port")), _numbers(ctx.value(server, "ray_node_max_worker_port"))
-        if low and high and low[0] <= port[0] <= high[0]:
-            users.append(f"Ray workers (ray_node_min_worker_port..ray_node_max_worker_port = {low[0]}..{high[0]})")
-        users += [f"monitoring ({n})" for p, n in _monitoring_ports(ctx, server, True).items() if p == port[0]]
-        users = list(dict.fromkeys(users))
-        if users:
-            yield Finding(server, f"gateway_port {port[0]} on the gateway host {server} is also used by "
-                          f"{' and '.join(users)}", f"another gateway_port (default {DEFAULT_GATEWAY_PORT}) or "
-                          "another gateway_host", (server,), "gateway_port", port[0])
+        for var, port in wanted.items():
+            users = [f"the API of serving group {g} (its port)" for p, g in group_ports.items() if p == port]
+            users += [u for u in _ports_of(ctx, server).get(port, []) if not u.endswith("(serve_port)")]
+            if low and high and low[0] <= port <= high[0]:
+                users.append(f"Ray workers (ray_node_min_worker_port..ray_node_max_worker_port = {low[0]}..{high[0]})")
+            users += [f"monitoring ({n})" for p, n in _monitoring_ports(ctx, server, True).items() if p == port]
+            users += [f"the gateway ({other})" for other, p in wanted.items() if other != var and p == port]
+            users = list(dict.fromkeys(users))
+            if users:
+                yield Finding(server, f"{var} {port} on the gateway host {server} is also used by {' and '.join(users)}",
+                              f"another {var} or another gateway_host", (server,), var, port)
 
 
 RULES: tuple[Rule, ...] = (
@@ -1026,6 +1030,6 @@ RULES: tuple[Rule, ...] = (
          "monitoring_retention_size is a size Prometheus reads and fits preflight_min_disk_gb", rule_monitoring),
     Rule("gateway", "gateway node and port",
          "a cluster that serves has one gateway_host, a host of that cluster (default its Ray head), unless "
-         "gateway_enabled is false; gateway_port is no serving group's API port on that host and collides with no Ray, "
-         "monitoring or Ray worker port there", rule_gateway),
+         "gateway_enabled is false; gateway_port and gateway_metrics_port are no serving group's API port on that "
+         "host and collide with each other and with no Ray, monitoring or Ray worker port there", rule_gateway),
 )

@@ -54,7 +54,7 @@ def test_prometheus_lists_every_target_of_the_plan_up():
     wait_for(all_up, 90, step=5)
     got = {(t["labels"]["job"], t["labels"]["node"]): t["labels"] for t in targets()}
     hosts = ("spark1", "spark2", "thor1", "thor2")
-    want = {("engine", "spark1"), ("engine", "thor1"), ("prometheus", "spark1")} | {
+    want = {("engine", "spark1"), ("engine", "thor1"), ("prometheus", "spark1"), ("gateway", "spark1")} | {
         (job, h) for job in ("ray", "node") for h in hosts}
     assert set(got) == want, sorted(got)
     assert all(labels["cluster"] == "sim" for labels in got.values())
@@ -71,6 +71,8 @@ def test_both_engines_series_ray_and_node_are_there():
                  'count({__name__=~"ray_.+", job="ray"}) by (node)', 'llmfleet:engine_rank_up'):
         assert query(expr), expr
     assert len(query('count({__name__=~"ray_.+", job="ray"}) by (node)')) == 4
+    # the gateway's router: its own series, scraped on the Ray head (roles/gateway, job gateway)
+    assert query('count({__name__=~"sgl_router_.+", job="gateway", node="spark1"})')
     ranks = {(r["metric"]["group"], r["metric"]["rank"]): r["value"][1] for r in query("llmfleet:engine_rank_up")}
     assert ranks == {("sparks", "0"): "1", ("sparks", "1"): "1", ("thors", "0"): "1", ("thors", "1"): "1"}
 

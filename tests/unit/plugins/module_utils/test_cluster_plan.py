@@ -386,7 +386,8 @@ def test_a_bad_ray_auth_mode_names_host_variable_value_and_fix():
 # ---- the gateway: one endpoint in front of every serving group (roles/gateway)
 def test_the_gateway_fronts_every_group_from_the_ray_head():
     gw = plan_of("thor2", TWO)["cluster"]["gateway"]
-    assert gw == {"host": "spark1", "port": 8080, "url": "http://10.1.0.1:8080", "unit": "llmfleet-gateway",
+    assert gw == {"host": "spark1", "port": 8080, "metrics_port": 29000, "url": "http://10.1.0.1:8080",
+                  "unit": "llmfleet-gateway",
                   "workers": [{"url": "http://10.1.0.1:8000", "model_id": "tiny", "group": "sparks"},
                               {"url": "http://10.1.0.3:8001", "model_id": "tiny-sg", "group": "thors"}],
                   "models": ["tiny", "tiny-sg"]}
@@ -404,6 +405,8 @@ def test_no_gateway_where_it_is_off():
     # spark1 serves the sparks' group on 8000 itself
     ({"gateway_port": 8000}, ["gateway_port 8000 on spark1 is also the API port of serving group sparks",
                               "fix: another gateway_port (default 8080)"]),
+    ({"gateway_metrics_port": 8080}, ["gateway_metrics_port 8080 is also gateway_port", "fix: two ports"]),
+    ({"gateway_metrics_port": 0}, ["gateway_metrics_port 0 is not a port number"]),
 ])
 def test_a_gateway_the_plan_cannot_place_stops_naming_host_variable_and_fix(extra, words):
     with pytest.raises(cp.PlanError) as err:

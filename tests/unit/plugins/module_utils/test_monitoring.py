@@ -40,7 +40,7 @@ def job(configs, name):
 def test_every_engine_ray_and_node_target_labelled():
     # a node's own Ray metrics port comes from its plan (ray_ports), as the Ray unit reads it
     configs = mon.scrape_configs(plans(extra={"thor2": {"ray_node_metrics_port": 7000}}), "spark1")
-    assert [c["job_name"] for c in configs] == ["engine", "ray", "node", "prometheus"]
+    assert [c["job_name"] for c in configs] == ["engine", "ray", "node", "gateway", "prometheus"]
     assert job(configs, "engine")["static_configs"] == [
         {"targets": ["10.1.0.1:8000"],
          "labels": {"cluster": "sim", "node": "spark1", "group": "sparks", "rank": "0", "engine": "vllm"}},
@@ -53,6 +53,9 @@ def test_every_engine_ray_and_node_target_labelled():
     node = job(configs, "node")["static_configs"]
     assert node[3] == {"targets": ["10.1.0.4:9100"],
                        "labels": {"cluster": "sim", "node": "thor2", "group": "thors", "rank": "1", "engine": "sglang"}}
+    # the gateway on the Ray head, at its fabric address
+    assert job(configs, "gateway")["static_configs"] == [
+        {"targets": ["10.1.0.1:29000"], "labels": {"cluster": "sim", "node": "spark1"}}]
     assert job(configs, "prometheus")["static_configs"] == [
         {"targets": ["127.0.0.1:9090"], "labels": {"cluster": "sim", "node": "spark1"}}]
     assert all(c["scrape_interval"] == "10s" for c in configs)
@@ -135,3 +138,8 @@ def test_the_committed_dashboard_is_what_its_table_generates():
             used |= {w for w in target["expr"].replace("{", " ").replace("(", " ").split() if w.startswith("llmfleet:")}
     assert used and used <= recorded, used - recorded
     assert dash["__inputs"][0]["name"] == "DS_PROMETHEUS"
+
+
+def test_no_gateway_job_where_the_gateway_is_off():
+    configs = mon.scrape_configs(plans(extra={h: {"gateway_enabled": False} for h in HOSTS}), "spark1")
+    assert "gateway" not in [c["job_name"] for c in configs]

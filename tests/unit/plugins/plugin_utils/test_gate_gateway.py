@@ -35,6 +35,11 @@ CASES = [
     ("on Prometheus' port", lab(common={"gateway_port": 9090}),
      ["FAIL spark1: gateway_port 9090 on the gateway host spark1 is also used by monitoring (monitoring_prometheus_port)"],
      []),
+    ("metrics on Ray's metrics port", lab(common={"gateway_metrics_port": 6382}),
+     ["FAIL spark1: gateway_metrics_port 6382 on the gateway host spark1 is also used by Ray metrics (ray_node_metrics_port)"],
+     []),
+    ("metrics on the gateway's own port", lab(common={"gateway_metrics_port": 8080}),
+     ["FAIL spark1: gateway_metrics_port 8080 on the gateway host spark1 is also used by the gateway (gateway_port)"], []),
     ("good: on a port only another node uses", lab(thor1={"serve_port": 8081}, common={"gateway_port": 8081}),
      [OK], ["FAIL spark1: gateway_port"]),
 ]
