@@ -21,7 +21,11 @@ Inventory shape (cluster level, e.g. group_vars/all.yml; docs/serving-groups.md)
 Per group: ``hosts`` (a list) or ``group`` (an inventory group), ``profile`` (default
 llmfleet_serve_profile), ``port`` (default serve_port, 8000), ``unit`` (default
 llmfleet-serve-<served model name>), ``release`` (default llmfleet_release) and optionally
-``engine``, which must then equal the profile's (the profile is the one source of the engine).
+``engine``, which must then equal the profile's (the profile is the one source of the engine), and
+``replicas`` (default 1): N copies of the group's layout on disjoint slices of its hosts, in inventory
+order, each a group of its own named ``<name>-<i>`` (i = 1..N) with the same profile, port, unit and
+release; the gateway balances the model across them. Groups that share a served model name (replicas,
+or groups written out by hand) must serve the same model with the same engine.
 Without llmfleet_serve_groups the cluster has one group, ``default``: its serve_nodes (else its
 Ray nodes) serving llmfleet_serve_profile, as before.
 """
@@ -32,7 +36,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils.profiles import D
 
 DEFAULT_GROUP = 'default'
 UNIT_PREFIX = 'llmfleet-serve'
-GROUP_KEYS = {'hosts', 'group', 'profile', 'port', 'unit', 'release', 'engine'}
+GROUP_KEYS = {'hosts', 'group', 'profile', 'port', 'unit', 'release', 'engine', 'replicas'}
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
 _UNIT = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@-]*$')
 FIX = 'fix llmfleet_serve_groups in the inventory (docs/serving-groups.md)'
@@ -55,6 +59,27 @@ def variant_name(engine, device, gpu_arch):
     if not arch:
         raise ServeGroupError('no GPU arch for a %s node on device %s: set llmfleet_gpu_arch' % (engine, device))
     return str(arch) if engine == 'vllm' else '%s_%s' % (engine, arch)
+
+
+def replicas_of(group):
+    """The group's replica count (an int >= 1), or None when its ``replicas`` is not one."""
+    value = group.get('replicas', 1)
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def entry(spec, name):
+    """(the llmfleet_serve_groups entry a planned group comes from, its replica number, the replica
+    count): a group of N replicas plans as <name>-1 .. <name>-N; a plain group is (entry, 1, 1)."""
+    spec = spec or {}
+    if name in spec:
+        return spec[name], 1, 1
+    base, _sep, index = str(name).rpartition('-')
+    group = spec.get(base)
+    if isinstance(group, dict) and index.isdigit() and (replicas_of(group) or 1) > 1:
+        return group, int(index), replicas_of(group)
+    return {}, 1, 1
 
 
 def members(spec, cluster_hosts, groups, default_members):
@@ -104,7 +129,22 @@ def members(spec, cluster_hosts, groups, default_members):
             if h in owner:
                 problems.append('%s: host %s is already in group %s (a node serves one group)' % (where, h, owner[h]))
             owner.setdefault(h, name)
-        out[name] = sorted(set(hosts), key=order.index)
+        hosts = sorted(set(hosts), key=order.index)
+        count = replicas_of(group)
+        if count is None:
+            problems.append('%s.replicas: %r is not a count (an integer >= 1)' % (where, group.get('replicas')))
+        elif count > 1 and len(hosts) % count:
+            problems.append('%s.replicas: %d replicas do not split its %d host(s) (%s) into equal slices; give it a '
+                            'multiple of %d hosts' % (where, count, len(hosts), ', '.join(hosts), count))
+        elif count > 1:
+            size = len(hosts) // count
+            for i in range(count):
+                replica = '%s-%d' % (name, i + 1)
+                if replica in spec:
+                    problems.append('%s.replicas: its replica %s has the name of another group' % (where, replica))
+                out[replica] = hosts[i * size:(i + 1) * size]
+            continue
+        out[name] = hosts
     if problems:
         raise ServeGroupError('; '.join(problems) + '; ' + FIX)
     return out
@@ -125,8 +165,9 @@ def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addre
     hosts_of = members(spec, cluster_hosts, groups, default_members)
     out, problems = [], []
     for name in sorted(hosts_of):
-        group = spec.get(name, {}) if spec else {}
-        where = 'llmfleet_serve_groups.%s' % name if spec else 'llmfleet_serve_profile'
+        group, replica, replicas = entry(spec, name)
+        where = 'llmfleet_serve_groups.%s' % (name if replicas == 1 else name.rpartition('-')[0]) if spec \
+            else 'llmfleet_serve_profile'
         prof_name = group.get('profile') or defaults.get('profile')
         if not prof_name:
             problems.append('%s: no profile (set profile, or llmfleet_serve_profile)' % where)
@@ -158,7 +199,18 @@ def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addre
             'pipeline_parallel_size': prof.get('pipeline_parallel_size'),
             'port': port, 'unit': unit, 'release': release,
             'url': 'http://%s:%s' % (addresses[hosts[0]], port) if addresses.get(hosts[0]) else '',
+            'replica': replica, 'replicas': replicas, 'model': prof.get('model'),
         })
+    by_name = {}
+    for g in out:
+        by_name.setdefault(g['served_model_name'], []).append(g)
+    for served, same in sorted(by_name.items(), key=lambda i: str(i[0])):
+        kinds = {(g['model'], g['engine']) for g in same}
+        if len(kinds) > 1:
+            problems.append('groups %s serve one model name %r but %s; the gateway sends a request for a name to any '
+                            'of them: give them one model and engine, or each its own served_model_name'
+                            % (', '.join(g['name'] for g in same), served,
+                               ', '.join('%s: %s on %s' % (g['name'], g['model'], g['engine']) for g in same)))
     engines_of_release = {}
     for g in out:
         engines_of_release.setdefault(g['release'], set()).add(g['engine'])

@@ -917,11 +917,17 @@ def _group_ports(ctx: GateContext, cluster: str, host: str) -> dict[int, str]:
     for group in ctx.inv.serving_groups(cluster):
         if host not in group.hosts:
             continue
-        entry = spec.get(group.name) if group.name is not None else None
+        entry = _serve_groups_entry(spec, group.name) if group.name is not None else None
         port = _numbers(entry["port"]) if isinstance(entry, t.Mapping) and "port" in entry else default
         if port:
             ports.setdefault(port[0], group.name or "the default group")
     return ports
+
+
+def _serve_groups_entry(spec: t.Mapping[str, t.Any], name: str) -> t.Any:
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups  # pure
+
+    return serve_groups.entry(dict(spec), name)[0]
 
 
 def rule_gateway(ctx: GateContext) -> t.Iterator[Finding]:

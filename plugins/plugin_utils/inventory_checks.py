@@ -188,10 +188,11 @@ class _Inventory:
             return [ServingGroup(None, how, default, "llmfleet_serve_profile", self.var(head, "llmfleet_serve_profile"))]
         out = []
         for name, group_hosts in sorted(members.items()):
-            entry = spec.get(name) or {}
+            entry, _replica, replicas = _serve_groups.entry(spec, name)  # a replica reads its group's entry
+            key = name.rpartition("-")[0] if replicas > 1 else name
             profile = entry.get("profile") or self.var(head, "llmfleet_serve_profile")
-            where = f"{GROUPS_VAR}.{name}.profile" if entry.get("profile") else "llmfleet_serve_profile"
-            out.append(ServingGroup(name, f"{GROUPS_VAR}.{name}", group_hosts, where, profile, entry.get("release")))
+            where = f"{GROUPS_VAR}.{key}.profile" if entry.get("profile") else "llmfleet_serve_profile"
+            out.append(ServingGroup(name, f"{GROUPS_VAR}.{key}", group_hosts, where, profile, entry.get("release")))
         return out
 
     def management_addresses(self) -> dict[str, str]:
@@ -518,8 +519,9 @@ def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None
             tuple(hosts), "llmfleet_serve_profile", name, severity="warn"))
     details = []
     for cluster in inv.clusters:
+        groups = inv.serving_groups(cluster)  # first: building them records the spec's findings
         res.findings += [f for f in inv.group_findings if f.subject == f"cluster '{cluster}'"]
-        for group in inv.serving_groups(cluster):
+        for group in groups:
             hosts = group.hosts
             if group.name is not None:
                 res.findings += _check_group_profile(inv, cluster, group, profiles)

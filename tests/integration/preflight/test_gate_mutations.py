@@ -447,6 +447,19 @@ def gateway_on_a_group_api_port(f: Fleet):
     return head, "gateway_port"
 
 
+def replicas_that_do_not_split(f: Fleet):
+    """The first serving group's replicas one more than its hosts: no equal slices."""
+    spec = f.value(f.head(), "llmfleet_serve_groups")
+    if not spec:
+        raise NotApplicable("no llmfleet_serve_groups: no group to replicate")
+    group = f.group()
+    base = group.name.rpartition("-")[0] if group.name not in spec else group.name
+    hosts = sum(len(g.hosts) for g in f.view.serving_groups(f.cluster_of(f.head())) if g.name in (base,) or
+                g.name.rpartition("-")[0] == base)
+    f.set_all("llmfleet_serve_groups", dict(spec, **{base: dict(spec[base], replicas=hosts + 1)}))
+    return f.head(), "llmfleet_serve_groups"
+
+
 def allow_list_typo(f: Fleet):
     f.set(f.head(), "serve_allow", ["10.0.0.0/33"])
     return f.head(), "serve_allow"
@@ -493,6 +506,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("networks", "two networks in one serve_allow_extra entry", two_networks_in_one_entry,
              says="does not parse"),
     Mutation("monitoring", "monitoring_server names no node of the cluster", monitoring_elsewhere),
+    Mutation("engine_profile", "a group's replicas one more than its hosts", replicas_that_do_not_split,
+             says="into equal slices"),
     Mutation("gateway", "gateway_host names no node of the cluster", gateway_elsewhere),
     Mutation("gateway", "gateway_port = Ray's GCS port", gateway_on_the_gcs_port),
     Mutation("gateway", "gateway_port = the API port of the gateway host's group", gateway_on_a_group_api_port,

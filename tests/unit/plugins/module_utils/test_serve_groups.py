@@ -25,7 +25,48 @@ def test_no_groups_is_one_default_group_as_before():
     assert g == {"name": "default", "hosts": ["spark1", "spark2"], "head": "spark1", "nnodes": 2, "profile": "vl",
                  "engine": "vllm", "backend": "mp", "device": "cpu", "served_model_name": "tiny-llama",
                  "tensor_parallel_size": 2, "pipeline_parallel_size": 1, "port": 8000,
-                 "unit": "llmfleet-serve-tiny-llama", "release": "r-vllm", "url": ""}
+                 "unit": "llmfleet-serve-tiny-llama", "release": "r-vllm", "url": "",
+                 "replica": 1, "replicas": 1, "model": "/m"}
+
+
+# ---- replicas: N copies of a layout on disjoint slices of the group's hosts
+SMOL = {"name": "smol", "engine": "vllm", "backend": "mp", "device": "cpu", "served_model_name": "smol",
+        "model": "/m/smol", "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+
+
+def test_replicas_split_the_hosts_in_inventory_order_under_one_name():
+    spec = {"smol": {"hosts": ["thor2", "spark2", "spark1", "thor1"], "profile": "smol", "replicas": 2}}
+    one, two = sg.plan(spec, HOSTS, GROUPS, [], dict(PROFILES, smol=SMOL), DEFAULTS,
+                       {h: "10.0.1.%d" % i for i, h in enumerate(HOSTS, 1)})
+    assert (one["name"], one["hosts"], one["replica"], one["replicas"]) == ("smol-1", ["spark1", "spark2"], 1, 2)
+    assert (two["name"], two["hosts"], two["head"], two["url"]) == ("smol-2", ["thor1", "thor2"], "thor1", "http://10.0.1.3:8000")
+    assert one["unit"] == two["unit"] == "llmfleet-serve-smol" and one["served_model_name"] == two["served_model_name"]
+    assert sg.entry(spec, "smol-2") == (spec["smol"], 2, 2) and sg.entry(spec, "smol") == (spec["smol"], 1, 1)
+    assert sg.members({"solo": {"group": "gb10", "replicas": 1}}, HOSTS, GROUPS, []) == {"solo": ["spark1", "spark2"]}
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"a": {"hosts": ["spark1", "spark2", "thor1"], "replicas": 2}},
+     "llmfleet_serve_groups.a.replicas: 2 replicas do not split its 3 host(s) (spark1, spark2, thor1) into equal slices"),
+    ({"a": {"group": "gb10", "replicas": 0}}, "llmfleet_serve_groups.a.replicas: 0 is not a count"),
+    ({"a": {"group": "gb10", "replicas": "two"}}, "llmfleet_serve_groups.a.replicas: 'two' is not a count"),
+    ({"a": {"group": "gb10", "replicas": 2}, "a-1": {"hosts": ["thor1"]}}, "its replica a-1 has the name of another group"),
+])
+def test_replicas_that_cannot_split_stop_naming_group_and_value(spec, message):
+    with pytest.raises(sg.ServeGroupError) as err:
+        sg.members(spec, HOSTS, GROUPS, [])
+    assert message in str(err.value)
+
+
+def test_groups_sharing_a_served_name_must_serve_one_model_on_one_engine():
+    other = dict(SMOL, model="/m/other")
+    spec = {"a": {"group": "gb10", "profile": "smol"}, "b": {"group": "thor", "profile": "other", "release": "r2"}}
+    with pytest.raises(sg.ServeGroupError) as err:
+        sg.plan(spec, HOSTS, GROUPS, [], dict(PROFILES, smol=SMOL, other=other), DEFAULTS)
+    assert "groups a, b serve one model name 'smol' but a: /m/smol on vllm, b: /m/other on vllm" in str(err.value)
+    # the same model by hand in two groups: two workers of one name behind the gateway
+    ok = sg.plan(dict(spec, b=dict(spec["b"], profile="smol")), HOSTS, GROUPS, [], dict(PROFILES, smol=SMOL), DEFAULTS)
+    assert [g["served_model_name"] for g in ok] == ["smol", "smol"]
 
 
 def test_two_groups_two_engines():
