@@ -945,7 +945,7 @@ def rule_gateway(ctx: GateContext) -> t.Iterator[Finding]:
                           "set one gateway_host for the cluster (group_vars)", tuple(hosts), "gateway_host",
                           sorted(set(servers.values())))
             continue
-        server = next(iter(servers.values()))
+        server = list(servers.values())[0]  # one value (checked above); hosts is never empty
         if server not in hosts:
             where = (f"a host of cluster '{ctx.inv.cluster[server]}'" if server in ctx.inv.cluster
                      else "not a node of any cluster in this inventory")
