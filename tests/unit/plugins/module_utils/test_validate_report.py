@@ -144,7 +144,7 @@ def _head_unreachable(raw):
 # mutation -> lines that must appear (status, target, check, words in the detail)
 def _failed_with_journal(raw):
     probe = raw["results"]["spark2"]["probe"]
-    probe["serve_units"] = "llmfleet-serve-tiny-llama.service loaded failed failed vllm tiny-llama rank 1 (headless)\n"
+    probe["serve_units"] = "llmfleet-serve-tiny-llama.service not-found failed failed vllm tiny-llama rank 1 (headless)\n"
     probe["serve_journal"] = "\n".join([
         "Wed 2026-12-02 01:50:01 UTC spark2 llmfleet-serve-other.service[17]: not this unit's line",
         "Wed 2026-12-02 01:50:02 UTC spark2 llmfleet-serve-tiny-llama.service[4711]: RuntimeError: engine core died",
@@ -182,7 +182,7 @@ BROKEN = [
      [("FAIL", "spark2", "serve unit", "failed/failed")]),
     # systemd's journal lines (journalctl --output=with-unit, Debian 12's systemd 252) name how it ended
     ("serve unit failed, its journal quoted", _failed_with_journal,
-     [("FAIL", "spark2", "serve unit", "failed/failed; its journal ends: llmfleet-serve-tiny-llama.service[4711]: "
+     [("FAIL", "spark2", "serve unit", "failed/failed (unit file not-found); its journal ends: llmfleet-serve-tiny-llama.service[4711]: "
        "RuntimeError: engine core died | systemd: llmfleet-serve-tiny-llama.service: State 'stop-sigterm' timed out. "
        "Killing. | systemd: llmfleet-serve-tiny-llama.service: Failed with result 'timeout'.; fix: `journalctl")]),
     ("smoke failed", lambda r: r["results"]["spark1"]["smoke"].update(ok=False, error="POST: HTTP Error 401: Unauthorized"),
