@@ -14,14 +14,15 @@ WORKERS = {
     ],
     "total": 2, "stats": {"prefill_count": 0, "decode_count": 0, "regular_count": 2},
 }
-# the running gauges as the sim's engines export them (vLLM 0.32.0 CPU, SGLang 0.5.21 CPU)
-VLLM = ('# HELP vllm:num_requests_running Number of requests in model execution batches.\n'
-        '# TYPE vllm:num_requests_running gauge\n'
-        'vllm:num_requests_running{engine="0",model_name="tiny-llama"} 2.0\n'
-        'vllm:num_requests_waiting{engine="0",model_name="tiny-llama"} 5.0\n')
-SGLANG = ('# TYPE sglang:num_running_reqs gauge\n'
-          'sglang:num_running_reqs{engine_type="unified",model_name="tiny-llama-sglang",pp_rank="0",tp_rank="0"} 1.0\n'
-          'sglang:num_running_reqs{engine_type="unified",model_name="tiny-llama-sglang",pp_rank="0",tp_rank="1"} 0.0\n')
+# the running gauges as the sim's engines export them (vLLM 0.32.0 CPU on spark1, SGLang 0.5.21 CPU on
+# thor1, read 2026-12-02 with the engines idle; the counts here are set for the test)
+VLLM = ('vllm:num_requests_running{engine="0",model_name="tiny-llama"} 2.0\n'
+        'vllm:num_requests_waiting{engine="0",model_name="tiny-llama"} 5.0\n'
+        'vllm:num_requests_waiting_by_reason{engine="0",model_name="tiny-llama",reason="capacity"} 0.0\n')
+SGLANG = ('# HELP sglang:num_running_reqs The number of running requests.\n'
+          '# TYPE sglang:num_running_reqs gauge\n'
+          'sglang:num_running_reqs{engine_type="unified",model_name="tiny-llama-sglang",moe_ep_rank="0",pp_rank="0",'
+          'tp_rank="0"} 1.0\n')
 
 
 def test_workers_of_the_router_answer():
@@ -47,7 +48,8 @@ def test_change(url, model, state, action):
 
 def test_running_requests_of_either_engine():
     assert gw.running_requests(VLLM) == 2.0  # the waiting gauge does not count
-    assert gw.running_requests(SGLANG) == 1.0  # summed over the ranks' series
+    assert gw.running_requests(SGLANG) == 1.0
+    assert gw.running_requests(SGLANG + SGLANG.replace('tp_rank="0"', 'tp_rank="1"')) == 2.0  # summed over series
     assert gw.running_requests("vllm:num_requests_running 0.0\n") == 0.0
     assert gw.running_requests("# nothing of ours\nprocess_cpu_seconds_total 3.0\n") is None
     assert gw.base_url("http://h:8000/v1/") == "http://h:8000"
