@@ -264,10 +264,11 @@ def _host_checks(cl, host, out):
             u = active[0]
             out.append(check(PASS, host, 'serve unit', '%s active: %s' % (u['unit'], u['description'] or model)))
         else:
-            state = ('%s is %s/%s%s' % (units[0]['unit'], units[0]['active'], units[0]['sub'],
-                                         '' if units[0]['load'] == 'loaded' else ' (unit file %s)' % units[0]['load'])) \
-                if units else \
-                '%s not installed' % (unit_name or 'no llmfleet-serve unit')
+            if units:
+                gone = '' if units[0]['load'] == 'loaded' else ' (unit file %s)' % units[0]['load']
+                state = '%s is %s/%s%s' % (units[0]['unit'], units[0]['active'], units[0]['sub'], gone)
+            else:
+                state = '%s not installed' % (unit_name or 'no llmfleet-serve unit')
             said = journal_tail(probe.get('serve_journal'), units[0]['unit']) if units else []
             out.append(check(FAIL, host, 'serve unit', '%s%s; fix: `journalctl -u %s -n 100` on %s, then '
                              '`ansible-playbook site.yml --tags serve -e serve_state=restarted`'
