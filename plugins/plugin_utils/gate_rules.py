@@ -840,6 +840,30 @@ def _monitoring_ports(ctx: GateContext, host: str, server: bool) -> dict[int, st
     return ports
 
 
+def _cluster_service_host(ctx: GateContext, cluster: str, hosts: list[str], var: str, fallback: str | None,
+                          why_one: str, why_here: str, fix_more: str = "") -> tuple[t.Any, Finding | None]:
+    """(the one host of `cluster` that `var` names on every host, default its Ray head, else `fallback`;
+    a finding when the hosts name different ones or one outside the cluster): the monitoring node's
+    and the gateway's rule."""
+    heads = [h for h in ctx.inv.head if h in hosts]
+    default = heads[0] if heads else fallback
+    servers = {h: (v if isinstance(v, str) and v else default) for h, v in ((h, ctx.value(h, var)) for h in hosts)}
+    named = sorted({s for s in servers.values() if s})
+    if len(named) > 1:
+        return None, Finding(_names(hosts), f"{var} differs within cluster '{cluster}' ("
+                             + ", ".join(f"{h}={s}" for h, s in servers.items()) + f"): {why_one}",
+                             f"set one {var} for the cluster (group_vars)", tuple(hosts), var, named)
+    server = named[0] if named else None
+    if server is not None and server not in hosts:
+        where = (f"a host of cluster '{ctx.inv.cluster[server]}'" if server in ctx.inv.cluster
+                 else "not a node of any cluster in this inventory")
+        return server, Finding(_names(hosts), f"{var} '{server}' is {where}, not of cluster '{cluster}' "
+                               f"({', '.join(hosts)}): {why_here}",
+                               f"name one of {', '.join(hosts)} (default: the Ray head){fix_more}", tuple(hosts), var,
+                               server)
+    return server, None
+
+
 def rule_monitoring(ctx: GateContext) -> t.Iterator[Finding]:
     """One Prometheus per cluster, on a host of that cluster; its and node exporter's ports free on the
     node; the TSDB's size bound within the free disk the preflight asks for."""
@@ -847,24 +871,12 @@ def rule_monitoring(ctx: GateContext) -> t.Iterator[Finding]:
 
     for cluster in ctx.inv.clusters:
         hosts = ctx.cluster_hosts(cluster)
-        heads = [h for h in ctx.inv.head if h in hosts]
-        named = {h: ctx.value(h, "monitoring_server") for h in hosts}
-        servers = {h: (v if isinstance(v, str) and v else (heads[0] if heads else None)) for h, v in named.items()}
-        if len({s for s in servers.values() if s}) > 1:
-            yield Finding(_names(hosts), f"monitoring_server differs within cluster '{cluster}' ("
-                          + ", ".join(f"{h}={s}" for h, s in servers.items()) + "): one Prometheus scrapes a cluster",
-                          "set one monitoring_server for the cluster (group_vars)", tuple(hosts), "monitoring_server",
-                          sorted({s for s in servers.values() if s}))
-            continue
-        server = next((s for s in servers.values() if s), None)
-        if server is None:
-            continue
-        if server not in hosts:
-            where = (f"a host of cluster '{ctx.inv.cluster[server]}'" if server in ctx.inv.cluster
-                     else "not a node of any cluster in this inventory")
-            yield Finding(_names(hosts), f"monitoring_server '{server}' is {where}, not of cluster '{cluster}' "
-                          f"({', '.join(hosts)}): Prometheus runs on a node of the cluster it scrapes, behind its firewall",
-                          f"name one of {', '.join(hosts)} (default: the Ray head)", tuple(hosts), "monitoring_server", server)
+        server, finding = _cluster_service_host(ctx, cluster, hosts, "monitoring_server", None,
+                                                "one Prometheus scrapes a cluster",
+                                                "Prometheus runs on a node of the cluster it scrapes, behind its firewall")
+        if finding:
+            yield finding
+        if finding or server is None:
             continue
         for host in hosts:
             used = _ports_of(ctx, host)
@@ -898,12 +910,11 @@ def rule_monitoring(ctx: GateContext) -> t.Iterator[Finding]:
 
 
 # --------------------------------------------------------------------------- gateway (roles/gateway)
-DEFAULT_GATEWAY_PORT = 8080  # module_utils/cluster_plan.py (the plan defaults both)
-DEFAULT_GATEWAY_METRICS_PORT = 29000
-
-
 def _off(value: t.Any) -> bool:
-    return value is False or (isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "0"))
+    """gateway_enabled turned off, read as the plan reads it (cluster_plan._flag); unset is on."""
+    from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan  # pure
+
+    return value is not UNSET and not isinstance(value, Unevaluated) and not cluster_plan._flag(value)
 
 
 def _group_ports(ctx: GateContext, cluster: str, host: str) -> dict[int, str]:
@@ -936,27 +947,18 @@ def rule_gateway(ctx: GateContext) -> t.Iterator[Finding]:
         hosts = ctx.cluster_hosts(cluster)
         if not ctx.inv.serving_groups(cluster) or all(_off(ctx.value(h, "gateway_enabled")) for h in hosts):
             continue
-        heads = [h for h in ctx.inv.head if h in hosts]
-        named = {h: ctx.value(h, "gateway_host") for h in hosts}
-        servers = {h: (v if isinstance(v, str) and v else (heads[0] if heads else hosts[0])) for h, v in named.items()}
-        if len(set(servers.values())) > 1:
-            yield Finding(_names(hosts), f"gateway_host differs within cluster '{cluster}' ("
-                          + ", ".join(f"{h}={s}" for h, s in servers.items()) + "): one gateway fronts a cluster",
-                          "set one gateway_host for the cluster (group_vars)", tuple(hosts), "gateway_host",
-                          sorted(set(servers.values())))
+        server, finding = _cluster_service_host(ctx, cluster, hosts, "gateway_host", hosts[0],
+                                                "one gateway fronts a cluster",
+                                                "the gateway runs on a node of the cluster whose engines it fronts",
+                                                " or set gateway_enabled: false")
+        if finding:
+            yield finding
             continue
-        server = list(servers.values())[0]  # one value (checked above); hosts is never empty
-        if server not in hosts:
-            where = (f"a host of cluster '{ctx.inv.cluster[server]}'" if server in ctx.inv.cluster
-                     else "not a node of any cluster in this inventory")
-            yield Finding(_names(hosts), f"gateway_host '{server}' is {where}, not of cluster '{cluster}' "
-                          f"({', '.join(hosts)}): the gateway runs on a node of the cluster whose engines it fronts",
-                          f"name one of {', '.join(hosts)} (default: the Ray head) or set gateway_enabled: false",
-                          tuple(hosts), "gateway_host", server)
-            continue
+        from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan  # pure: its defaults
+
         wanted = {var: (_numbers(ctx.value(server, var)) or [default])[0]
-                  for var, default in (("gateway_port", DEFAULT_GATEWAY_PORT),
-                                       ("gateway_metrics_port", DEFAULT_GATEWAY_METRICS_PORT))}
+                  for var, default in (("gateway_port", cluster_plan.DEFAULT_GATEWAY_PORT),
+                                       ("gateway_metrics_port", cluster_plan.DEFAULT_GATEWAY_METRICS_PORT))}
         group_ports = _group_ports(ctx, cluster, server)
         low, high = _numbers(ctx.value(server, "ray_node_min_worker_port")), _numbers(ctx.value(server, "ray_node_max_worker_port"))
         for var, port in wanted.items():
