@@ -70,16 +70,16 @@ def replicas_of(group):
 
 
 def entry(spec, name):
-    """(the llmfleet_serve_groups entry a planned group comes from, its replica number, the replica
-    count): a group of N replicas plans as <name>-1 .. <name>-N; a plain group is (entry, 1, 1)."""
+    """(the key in llmfleet_serve_groups a planned group comes from, that entry, its replica number, the
+    replica count): a group of N replicas plans as <name>-1 .. <name>-N; a plain group is (name, entry, 1, 1)."""
     spec = spec or {}
     if name in spec:
-        return spec[name], 1, 1
+        return name, spec[name], 1, 1
     base, _sep, index = str(name).rpartition('-')
     group = spec.get(base)
     if isinstance(group, dict) and index.isdigit() and (replicas_of(group) or 1) > 1:
-        return group, int(index), replicas_of(group)
-    return {}, 1, 1
+        return base, group, int(index), replicas_of(group)
+    return name, {}, 1, 1
 
 
 def members(spec, cluster_hosts, groups, default_members):
@@ -165,9 +165,8 @@ def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addre
     hosts_of = members(spec, cluster_hosts, groups, default_members)
     out, problems = [], []
     for name in sorted(hosts_of):
-        group, replica, replicas = entry(spec, name)
-        where = 'llmfleet_serve_groups.%s' % (name if replicas == 1 else name.rpartition('-')[0]) if spec \
-            else 'llmfleet_serve_profile'
+        key, group, replica, replicas = entry(spec, name)
+        where = 'llmfleet_serve_groups.%s' % key if spec else 'llmfleet_serve_profile'
         prof_name = group.get('profile') or defaults.get('profile')
         if not prof_name:
             problems.append('%s: no profile (set profile, or llmfleet_serve_profile)' % where)

@@ -938,7 +938,7 @@ def _group_ports(ctx: GateContext, cluster: str, host: str) -> dict[int, str]:
 def _serve_groups_entry(spec: t.Mapping[str, t.Any], name: str) -> t.Any:
     from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups  # pure
 
-    return serve_groups.entry(dict(spec), name)[0]
+    return serve_groups.entry(dict(spec), name)[1]
 
 
 def rule_gateway(ctx: GateContext) -> t.Iterator[Finding]:

@@ -188,8 +188,7 @@ class _Inventory:
             return [ServingGroup(None, how, default, "llmfleet_serve_profile", self.var(head, "llmfleet_serve_profile"))]
         out = []
         for name, group_hosts in sorted(members.items()):
-            entry, _replica, replicas = _serve_groups.entry(spec, name)  # a replica reads its group's entry
-            key = name.rpartition("-")[0] if replicas > 1 else name
+            key, entry, _replica, _replicas = _serve_groups.entry(spec, name)  # a replica reads its group's entry
             profile = entry.get("profile") or self.var(head, "llmfleet_serve_profile")
             where = f"{GROUPS_VAR}.{key}.profile" if entry.get("profile") else "llmfleet_serve_profile"
             out.append(ServingGroup(name, f"{GROUPS_VAR}.{key}", group_hosts, where, profile, entry.get("release")))

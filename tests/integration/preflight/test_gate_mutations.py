@@ -39,7 +39,7 @@ collection_link()
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / ".build" / "collections"))
 
 from ansible_collections.llmfleet.cluster.plugins.action import inventory_check  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms, serve_groups  # noqa: E402
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils import inventory_checks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -452,10 +452,9 @@ def replicas_that_do_not_split(f: Fleet):
     spec = f.value(f.head(), "llmfleet_serve_groups")
     if not spec:
         raise NotApplicable("no llmfleet_serve_groups: no group to replicate")
-    group = f.group()
-    base = group.name.rpartition("-")[0] if group.name not in spec else group.name
-    hosts = sum(len(g.hosts) for g in f.view.serving_groups(f.cluster_of(f.head())) if g.name in (base,) or
-                g.name.rpartition("-")[0] == base)
+    base = serve_groups.entry(spec, f.group().name)[0]  # a replica's group is its entry's key
+    hosts = sum(len(g.hosts) for g in f.view.serving_groups(f.cluster_of(f.head()))
+                if serve_groups.entry(spec, g.name)[0] == base)
     f.set_all("llmfleet_serve_groups", dict(spec, **{base: dict(spec[base], replicas=hosts + 1)}))
     return f.head(), "llmfleet_serve_groups"
 

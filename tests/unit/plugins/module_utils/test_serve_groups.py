@@ -41,7 +41,7 @@ def test_replicas_split_the_hosts_in_inventory_order_under_one_name():
     assert (one["name"], one["hosts"], one["replica"], one["replicas"]) == ("smol-1", ["spark1", "spark2"], 1, 2)
     assert (two["name"], two["hosts"], two["head"], two["url"]) == ("smol-2", ["thor1", "thor2"], "thor1", "http://10.0.1.3:8000")
     assert one["unit"] == two["unit"] == "llmfleet-serve-smol" and one["served_model_name"] == two["served_model_name"]
-    assert sg.entry(spec, "smol-2") == (spec["smol"], 2, 2) and sg.entry(spec, "smol") == (spec["smol"], 1, 1)
+    assert sg.entry(spec, "smol-2") == ("smol", spec["smol"], 2, 2) and sg.entry(spec, "smol") == ("smol", spec["smol"], 1, 1)
     assert sg.members({"solo": {"group": "gb10", "replicas": 1}}, HOSTS, GROUPS, []) == {"solo": ["spark1", "spark2"]}
 
 
