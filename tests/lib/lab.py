@@ -152,10 +152,14 @@ def run_module(host, module, args, timeout=300, inventory=SIM_INVENTORY):
 
 
 def failures(text, limit=4000):
-    """The failed tasks of an ansible run (their 'fatal:'/'failed:' blocks), for an assertion's
-    message: CI shows the assertion, not always the captured output."""
+    """What failed in an ansible run, for an assertion's message (CI shows the assertion, not
+    always the captured output): validate's FAIL report lines first (each names its node, check and
+    cause; a long run's tail would cut them off), then the failed tasks' 'fatal:'/'failed:' blocks;
+    the output's tail when there is neither."""
+    report = re.findall(r"^\s*FAIL \S+: .*$", text, re.M)
     blocks = re.findall(r"^(?:fatal|failed): \[.*?(?=^\S|\Z)", text, re.M | re.S)
-    return ("\n".join(blocks) or text[-limit:])[-limit:]
+    found = "\n".join([line.strip() for line in report] + blocks)
+    return found[:limit] if report else (found or text[-limit:])[-limit:]
 
 
 def recap(text):

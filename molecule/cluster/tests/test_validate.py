@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FABRIC_IP, alive_ray_ips, inventory_dir, node, wait_for
+from conftest import FABRIC_IP, alive_ray_ips, failures, inventory_dir, node, wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -49,7 +49,7 @@ def healthy(tmp):
 
 # ----------------------------------------------------------------------------- validate.yml
 def test_validate_passes(healthy):
-    assert healthy["rc"] == 0, healthy["raw"][-6000:]
+    assert healthy["rc"] == 0, failures(healthy["raw"], 6000)
     assert healthy["lines"] and all(line[0] != "FAIL" for line in healthy["lines"])
     checks = {(t, c) for _s, t, c, _d in healthy["lines"]}
     for name in FABRIC_IP:
