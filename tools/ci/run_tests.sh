@@ -65,6 +65,12 @@ children_cpu() {
 }
 cpu0=$(machine_cpu)
 
+# The lab's nodes, the side lanes and the controller share the machine's memory (no swap on CI's):
+# MemAvailable every 5 s, for the summary's lowest value and when it was (a node's engine killed by
+# earlyoom or the kernel shows up there first).
+( while sleep 5; do echo "$(date +%s) $(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)"; done ) > "$LOGS/mem" 2> /dev/null &
+mem_pid=$!
+
 # lane_cgroup NAME WEIGHT: makes the CPU cgroup llmfleet-NAME-lane (cgroup v2 or v1's cpu hierarchy)
 # and prints its cgroup.procs path; WEIGHT is idle (cpu.idle) or a v1 cpu.shares value (1024 is a
 # process's default; v2's cpu.weight gets shares/10). Prints nothing where it cannot.
@@ -129,5 +135,11 @@ for f in "$LOGS"/cpu-*-lane; do
   echo "CPU: $(basename "$f" | sed 's/^cpu-//') $(cat "$f") s"; side=$(( side + $(cat "$f") ))
 done
 echo "CPU: machine $(( $(machine_cpu) - cpu0 )) s on $(nproc) cores, of which side lanes $side s (the rest: the lab lane, its nodes and what the lanes detached, such as the NCCL compile under Ansible's async)"
+kill "$mem_pid" 2> /dev/null
+# oom_kills: how many processes the kernel's OOM killer ended since boot ('unreadable' without dmesg)
+oom_kills() { local log; if log=$(dmesg 2> /dev/null); then grep -c 'Killed process' <<< "$log"; else echo unreadable; fi; }
+sort -k2,2n "$LOGS/mem" | head -1 | while read -r t kb; do
+  echo "memory: lowest MemAvailable $(awk -v k="$kb" 'BEGIN { printf "%.1f", k / 1048576 }') GiB of $(awk '/^MemTotal:/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo) GiB at +$(( t - start ))s ($(date -d "@$t" +%H:%M:%S)); kernel OOM kills: $(oom_kills)"
+done
 echo "steps: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

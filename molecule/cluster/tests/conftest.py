@@ -133,3 +133,23 @@ def check_time(request):
     t0 = time.monotonic()
     yield
     print(f"\n[{time.strftime('%H:%M:%S')}] CHECK TIME {request.node.nodeid}: {time.monotonic() - t0:.1f}s")
+
+
+# When a check failed, what ended processes on the nodes, at the end of the run's output: earlyoom's
+# kills and the collection's units' exits (a node's engine or Ray killed by earlyoom or the kernel,
+# or stopped by a test, shows here with its clock; the failure's message alone names the symptom).
+NODE_EVIDENCE = ("journalctl -u earlyoom --no-pager -o short-iso | grep -iE 'sending SIG|low memory' | tail -n 5; "
+                 "journalctl -u 'llmfleet-*' --no-pager -o short-iso | "
+                 "grep -E 'Main process exited|Failed with result|Killed|oom-kill|Stopped|timed out' | tail -n 15")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not session.testsfailed:
+        return
+    print("\n=== what ended processes on the nodes (earlyoom, the llmfleet units' exits), newest last")
+    for name in sorted(FABRIC_IP):
+        try:
+            out = node(name).run(NODE_EVIDENCE).stdout.strip()
+        except Exception as exc:  # noqa: BLE001 - the evidence must never hide the result
+            out = f"(not read: {type(exc).__name__}: {exc})"
+        print(f"--- {name}\n{out or '(nothing)'}")

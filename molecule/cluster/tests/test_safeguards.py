@@ -62,11 +62,11 @@ def test_earlyoom_regexes_fit_the_real_process_names():
 @pytest.mark.parametrize("name", SERVING)
 def test_serve_unit_memory_capped_by_drop_in(name):
     h = node(name)
-    p = props(h, UNIT, "MemoryMax", "OOMScoreAdjust", "DropInPaths")
+    p = props(h, UNIT, "MemoryMax", "OOMScoreAdjust", "DropInPaths", "LoadState", "ActiveState", "SubState")
     total = int(h.check_output("awk '/MemTotal/ {print $2}' /proc/meminfo")) * 1024
-    assert p["MemoryMax"].isdigit() and 0 < int(p["MemoryMax"]) < total
-    assert p["OOMScoreAdjust"] == str(DEFAULTS["safeguards_serve_oom_score_adjust"])
-    assert f"/etc/systemd/system/{UNIT}.service.d/50-llmfleet-safeguards.conf" in p["DropInPaths"]
+    assert p["MemoryMax"].isdigit() and 0 < int(p["MemoryMax"]) < total, (name, p)
+    assert p["OOMScoreAdjust"] == str(DEFAULTS["safeguards_serve_oom_score_adjust"]), (name, p)
+    assert f"/etc/systemd/system/{UNIT}.service.d/50-llmfleet-safeguards.conf" in p["DropInPaths"], (name, p)
     assert "MemoryMax" not in h.file(f"/etc/systemd/system/{UNIT}.service").content_string
 
 
