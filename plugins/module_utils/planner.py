@@ -91,18 +91,14 @@ def plan(profile, hosts, overrides=None, model_config=None):
         notes.append(f"filled in TP={tp} PP={pp}: " + (
             "TP across nodes over RoCE" if fast_fabric and nnodes > 1 and not cpu else
             "TP within each node, PP across nodes" if nnodes > 1 else "one node"))
-    elif tp is None:
-        if total % pp:
-            raise PlanError(f"profile '{name}': pipeline_parallel_size {pp} does not divide the "
+    elif tp is None or pp is None:
+        # one of the two given: the other is what the group's GPUs leave
+        given, key, known, other = (pp, "pipeline", "PP", "TP") if tp is None else (tp, "tensor", "TP", "PP")
+        if total % given:
+            raise PlanError(f"profile '{name}': {key}_parallel_size {given} does not divide the "
                             f"group's {total} GPUs ({nnodes} nodes x {gpn}); {_fix(total, gpn, nnodes, fast_fabric)}")
-        tp = total // pp
-        notes.append(f"filled in TP={tp} from PP={pp} and {total} GPUs")
-    elif pp is None:
-        if total % tp:
-            raise PlanError(f"profile '{name}': tensor_parallel_size {tp} does not divide the "
-                            f"group's {total} GPUs ({nnodes} nodes x {gpn}); {_fix(total, gpn, nnodes, fast_fabric)}")
-        pp = total // tp
-        notes.append(f"filled in PP={pp} from TP={tp} and {total} GPUs")
+        tp, pp = (total // pp, pp) if tp is None else (tp, total // tp)
+        notes.append(f"filled in {other}={total // given} from {known}={given} and {total} GPUs")
 
     if tp * pp != total:
         narrow = ""

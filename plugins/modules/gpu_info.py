@@ -111,22 +111,10 @@ nvidia_smi_error:
   sample: "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import gpu as gpu_utils
-
-
-def _find_nvidia_smi(module):
-    path = module.params['nvidia_smi_path']
-    if path:
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-        module.warn('nvidia_smi_path %s does not exist or is not executable; reporting no GPU'
-                    % path)
-        return None
-    return module.get_bin_path('nvidia-smi')
+from ansible_collections.llmfleet.cluster.plugins.module_utils._tool_path import find_tool
 
 
 def main():
@@ -136,7 +124,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    smi = _find_nvidia_smi(module)
+    smi = find_tool(module, 'nvidia_smi_path', 'nvidia-smi', 'reporting no GPU')
     gpus, header, error = [], None, None
     if smi:
         rc, out, err = module.run_command([smi] + list(gpu_utils.QUERY_ARGS))

@@ -133,6 +133,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import rdma
+from ansible_collections.llmfleet.cluster.plugins.module_utils._tool_path import find_tool
 
 
 def _listdir(path):
@@ -150,20 +151,9 @@ def _read_text(path):
         return None
 
 
-def _find_ibdev2netdev(module):
-    path = module.params['ibdev2netdev_path']
-    if path:
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-        module.warn('ibdev2netdev_path %s does not exist or is not executable; reading sysfs'
-                    % path)
-        return None
-    return module.get_bin_path('ibdev2netdev', opt_dirs=['/sbin', '/usr/sbin', '/usr/bin'])
-
-
 def _from_ibdev2netdev(module):
     """(devices, malformed) from the tool, or (None, []) when it is absent or fails."""
-    path = _find_ibdev2netdev(module)
+    path = find_tool(module, 'ibdev2netdev_path', 'ibdev2netdev', 'reading sysfs', ['/sbin', '/usr/sbin', '/usr/bin'])
     if not path:
         return None, []
     rc, out, err = module.run_command([path])

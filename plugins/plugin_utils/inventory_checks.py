@@ -486,22 +486,15 @@ def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None
             continue
         else:
             data = profiles.get(name)
-        if data is None:
-            res.findings.append(Finding(
-                host, f"llmfleet_serve_profile '{name}' does not exist in {profiles_location}",
-                f"use one of: {', '.join(available) or '(none defined)'}", (host,), "llmfleet_serve_profile", name))
-        elif isinstance(data, ProfileError):
-            res.findings.append(Finding(
-                host, f"llmfleet_serve_profile '{name}' cannot be read ({'; '.join(data.problems)})",
-                f"fix {profiles_location}/{name}.yml", (host,), "llmfleet_serve_profile", name))
-        elif not isinstance(data, t.Mapping):
-            res.findings.append(Finding(
-                host, f"llmfleet_serve_profile '{name}': the profile file is not a mapping",
-                f"fix {profiles_location}/{name}.yml", (host,), "llmfleet_serve_profile", name))
-        elif _is_abstract(name, data):
-            res.findings.append(Finding(
-                host, f"llmfleet_serve_profile '{name}' is an abstract engine base, it cannot be served",
-                f"use one of: {', '.join(available) or '(none defined)'}", (host,), "llmfleet_serve_profile", name))
+        choose = f"use one of: {', '.join(available) or '(none defined)'}"
+        fix_file = f"fix {profiles_location}/{name}.yml"
+        problem = (("does not exist in %s" % profiles_location, choose) if data is None else
+                   ("cannot be read (%s)" % '; '.join(data.problems), fix_file) if isinstance(data, ProfileError) else
+                   ("names a profile file that is not a mapping", fix_file) if not isinstance(data, t.Mapping) else
+                   ("is an abstract engine base, it cannot be served", choose) if _is_abstract(name, data) else None)
+        if problem:
+            res.findings.append(Finding(host, f"llmfleet_serve_profile '{name}' {problem[0]}", problem[1], (host,),
+                                        "llmfleet_serve_profile", name))
         else:
             wanted = data.get("engine")
             allowed = [wanted] if isinstance(wanted, str) else list(wanted or []) if isinstance(wanted, list) else []

@@ -112,6 +112,18 @@ def test_plan_notes_native_multinode_needs_vllm_012():
     assert "vLLM native multi-node (mp backend) needs vLLM >= 0.12" in out["notes"]
 
 
+@pytest.mark.parametrize("profile, tp, pp, note", [
+    (prof(pp=4), 1, 4, "filled in TP=1 from PP=4 and 4 GPUs"),
+    (prof(tp=1), 1, 4, "filled in PP=4 from TP=1 and 4 GPUs"),
+    (prof(pp=2), 2, 2, "filled in TP=2 from PP=2 and 4 GPUs"),
+])
+def test_one_size_given_the_other_is_what_the_gpus_leave(profile, tp, pp, note):
+    hosts = [h100("a", 2), h100("b", 2)]
+    out = planner.plan(profile, hosts)
+    assert (out["tensor_parallel_size"], out["pipeline_parallel_size"]) == (tp, pp)
+    assert note in out["notes"]
+
+
 def test_tp_across_socket_nodes_only_where_the_inventory_allows_it():
     """llmfleet_allow_tp_over_sockets (serve_overrides tp_over_sockets): a layout test on nodes without RoCE."""
     prof = {"name": "tp2", "engine": "vllm", "tensor_parallel_size": 2, "pipeline_parallel_size": 1, "backend": "ray"}
