@@ -68,7 +68,7 @@ cpu0=$(machine_cpu)
 # The lab's nodes, the side lanes and the controller share the machine's memory (no swap on CI's):
 # MemAvailable every 5 s, for the summary's lowest value and when it was (a node's engine killed by
 # earlyoom or the kernel shows up there first).
-( while sleep 5; do echo "$(date +%s) $(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)"; done ) > "$LOGS/mem" 2> /dev/null &
+( while :; do echo "$(date +%s) $(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)"; sleep 5; done ) > "$LOGS/mem" 2> /dev/null &
 mem_pid=$!
 
 # lane_cgroup NAME WEIGHT: makes the CPU cgroup llmfleet-NAME-lane (cgroup v2 or v1's cpu hierarchy)

@@ -138,7 +138,7 @@ def check_time(request):
 # When a check failed, what ended processes on the nodes, at the end of the run's output: earlyoom's
 # kills and the collection's units' exits (a node's engine or Ray killed by earlyoom or the kernel,
 # or stopped by a test, shows here with its clock; the failure's message alone names the symptom).
-NODE_EVIDENCE = ("journalctl -u earlyoom --no-pager -o short-iso | grep -iE 'sending SIG|low memory' | tail -n 5; "
+NODE_EVIDENCE = ("journalctl -u earlyoom --no-pager -o short-iso | grep -E 'sending SIG[A-Z]+ to process|low memory' | tail -n 5; "
                  "journalctl -u 'llmfleet-*' --no-pager -o short-iso | "
                  "grep -E 'Main process exited|Failed with result|Killed|oom-kill|Stopped|timed out' | tail -n 15")
 
@@ -146,7 +146,7 @@ NODE_EVIDENCE = ("journalctl -u earlyoom --no-pager -o short-iso | grep -iE 'sen
 def pytest_sessionfinish(session, exitstatus):
     if not session.testsfailed:
         return
-    print("\n=== what ended processes on the nodes (earlyoom, the llmfleet units' exits), newest last")
+    print("\n=== what ended processes on the nodes: earlyoom's kills, then the llmfleet units' exits (each oldest first)")
     for name in sorted(FABRIC_IP):
         try:
             out = node(name).run(NODE_EVIDENCE).stdout.strip()

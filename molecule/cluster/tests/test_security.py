@@ -96,7 +96,7 @@ def test_ray_and_rendezvous_ports_refuse_the_controller_on_both_networks(name):
                 # again; an open port fails at once, a port that never answers fails after three tries
                 while seen[-1] == "timeout" and len(seen) < 3:
                     seen.append(connect(ip, port))
-                assert seen[-1] == "refused", (f"{name}: {ip}:{port} answers the controller: {seen}"
+                assert seen[-1] == "refused", (f"{name}: {ip}:{port} not refused to the controller: {seen}"
                                                + (f" ({path_state(h, name, ip, port)})" if "timeout" in seen else ""))
                 if "timeout" in seen:
                     print(f"{name}: {ip}:{port} refused after {seen}: {path_state(h, name, ip, port)}")
