@@ -94,6 +94,22 @@ EXPECTED_S = {"test_rerun.py": 300, "test_cluster.py": 140, "test_sglang.py": 60
               "test_upgrade.py": 1100, "test_teardown.py": 360}
 DEFAULT_EXPECTED_S = 300
 _FILE_STARTED = {}
+# (clock, file, units_now()) as each file starts: printed when a check failed, to tell in which file's
+# checks a node's units left the state the one before it handed on
+_UNITS_AT_START = []
+UNITS_CMD = ("systemctl list-units --all --plain --no-legend --no-pager 'llmfleet-serve-*.service' llmfleet-ray.service "
+             "| awk '{sub(/^llmfleet-/, \"\", $1); sub(/[.]service$/, \"\", $1); printf \"%s %s/%s/%s, \", $1, $2, $3, $4}'")
+
+
+def units_now():
+    """Each node's engine and Ray units as systemd has them (load/active/sub), one line."""
+    parts = []
+    for name in sorted(FABRIC_IP):
+        try:
+            parts.append(f"{name}: " + node(name).run(UNITS_CMD).stdout.strip().rstrip(","))
+        except Exception as exc:  # noqa: BLE001 - a record, never a failure of its own
+            parts.append(f"{name}: not read ({type(exc).__name__})")
+    return "; ".join(parts)
 
 
 def time_needed(fname):
@@ -108,6 +124,8 @@ def pytest_runtest_setup(item):
     if fname not in _FILE_STARTED:
         now = time.time()
         _FILE_STARTED[fname] = now if not end or now + time_needed(fname) <= end else None
+        if _FILE_STARTED[fname] is not None:
+            _UNITS_AT_START.append((time.strftime("%H:%M:%S"), fname, units_now()))
     if _FILE_STARTED[fname] is None:
         pytest.skip(f"TIME BUDGET: {fname} and what must run after it need {time_needed(fname)} s, more than is left "
                     f"before LLMFLEET_TEST_END ({time.strftime('%H:%M:%S', time.localtime(end))}); this check did not run")
@@ -153,3 +171,6 @@ def pytest_sessionfinish(session, exitstatus):
         except Exception as exc:  # noqa: BLE001 - the evidence must never hide the result
             out = f"(not read: {type(exc).__name__}: {exc})"
         print(f"--- {name}\n{out or '(nothing)'}")
+    print("=== the engine and Ray units as each file's checks started")
+    for clock, fname, units in _UNITS_AT_START:
+        print(f"[{clock}] {fname}: {units}")

@@ -80,6 +80,9 @@ def test_an_orphan_fails_validate_is_reported_in_check_mode_then_removed_once(or
     assert [t for _s, t, _c, _d in fails] == [HOST], lines or failures(out)
     assert f"{UNIT}.service runs (engine, active/running) on {HOST}" in fails[0][3]
     assert f"{FW_UNIT}.service runs (serve_firewall, active/exited)" in fails[0][3]
+    # and nothing else fails: the lab is as the checks before this one left it (a FAIL of its own here
+    # is theirs, not the orphan's)
+    assert [(s, t, c) for s, t, c, _d in lines if s == "FAIL"] == [("FAIL", HOST, "collection units")], failures(out)
 
     # check mode: reported on thor2, nothing changed
     rc, out, _secs = run_playbook("playbooks/common.yml", "--check")
