@@ -101,7 +101,9 @@ def ansible_bin(name):
 
 
 def ansible_env():
-    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+    # PWD as the runs' cwd (ROOT): the playbooks' default report directory is $PWD/reports, and a
+    # child keeps the parent's PWD whatever its cwd (a check run from molecule/cluster wrote there)
+    return dict(os.environ, PWD=ROOT, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                 ANSIBLE_FORCE_COLOR="0", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"),
                 PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
 
