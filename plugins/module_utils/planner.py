@@ -97,8 +97,9 @@ def plan(profile, hosts, overrides=None, model_config=None):
         if total % given:
             raise PlanError(f"profile '{name}': {key}_parallel_size {given} does not divide the "
                             f"group's {total} GPUs ({nnodes} nodes x {gpn}); {_fix(total, gpn, nnodes, fast_fabric)}")
-        tp, pp = (total // pp, pp) if tp is None else (tp, total // tp)
-        notes.append(f"filled in {other}={total // given} from {known}={given} and {total} GPUs")
+        filled = total // given
+        tp, pp = (filled, pp) if tp is None else (tp, filled)
+        notes.append(f"filled in {other}={filled} from {known}={given} and {total} GPUs")
 
     if tp * pp != total:
         narrow = ""

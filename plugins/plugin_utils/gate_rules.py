@@ -21,6 +21,7 @@ import ipaddress
 import re
 import typing as t
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan, serve_groups
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.gate_report import (
     UNSET,
     Finding,
@@ -912,8 +913,6 @@ def rule_monitoring(ctx: GateContext) -> t.Iterator[Finding]:
 # --------------------------------------------------------------------------- gateway (roles/gateway)
 def _off(value: t.Any) -> bool:
     """gateway_enabled turned off, read as the plan reads it (cluster_plan._flag); unset is on."""
-    from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan  # pure
-
     return value is not UNSET and not isinstance(value, Unevaluated) and not cluster_plan._flag(value)
 
 
@@ -936,8 +935,6 @@ def _group_ports(ctx: GateContext, cluster: str, host: str) -> dict[int, str]:
 
 
 def _serve_groups_entry(spec: t.Mapping[str, t.Any], name: str) -> t.Any:
-    from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups  # pure
-
     return serve_groups.entry(dict(spec), name)[1]
 
 
@@ -954,8 +951,6 @@ def rule_gateway(ctx: GateContext) -> t.Iterator[Finding]:
         if finding:
             yield finding
             continue
-        from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan  # pure: its defaults
-
         wanted = {var: (_numbers(ctx.value(server, var)) or [default])[0]
                   for var, default in (("gateway_port", cluster_plan.DEFAULT_GATEWAY_PORT),
                                        ("gateway_metrics_port", cluster_plan.DEFAULT_GATEWAY_METRICS_PORT))}

@@ -488,12 +488,18 @@ def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None
             data = profiles.get(name)
         choose = f"use one of: {', '.join(available) or '(none defined)'}"
         fix_file = f"fix {profiles_location}/{name}.yml"
-        problem = (("does not exist in %s" % profiles_location, choose) if data is None else
-                   ("cannot be read (%s)" % '; '.join(data.problems), fix_file) if isinstance(data, ProfileError) else
-                   ("names a profile file that is not a mapping", fix_file) if not isinstance(data, t.Mapping) else
-                   ("is an abstract engine base, it cannot be served", choose) if _is_abstract(name, data) else None)
+        if data is None:
+            problem = (f" does not exist in {profiles_location}", choose)
+        elif isinstance(data, ProfileError):
+            problem = (f" cannot be read ({'; '.join(data.problems)})", fix_file)
+        elif not isinstance(data, t.Mapping):
+            problem = (": the profile file is not a mapping", fix_file)
+        elif _is_abstract(name, data):
+            problem = (" is an abstract engine base, it cannot be served", choose)
+        else:
+            problem = None
         if problem:
-            res.findings.append(Finding(host, f"llmfleet_serve_profile '{name}' {problem[0]}", problem[1], (host,),
+            res.findings.append(Finding(host, f"llmfleet_serve_profile '{name}'{problem[0]}", problem[1], (host,),
                                         "llmfleet_serve_profile", name))
         else:
             wanted = data.get("engine")
