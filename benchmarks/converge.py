@@ -348,17 +348,21 @@ def main(argv: list[str] | None = None) -> int:
 
     if not a.no_record:
         load = f"{data['load_start'][0]}→{data['load_end'][0]}"
+
+        def record(benchmark, command, numbers, goal, met, row_load=load):
+            bl.append_results_md({"date": data["date"], "benchmark": benchmark, "machine": bl.machine_short(m),
+                                  "load": row_load, "command": command, "numbers": numbers, "goal": goal,
+                                  "met": "yes" if met else "**no**"})
+
         if "full" in data:
             f = data["full"]
-            bl.append_results_md({
-                "date": data["date"], "benchmark": f"converge no-op vs ping (#12), {f['nodes']} nodes, full site.yml",
-                "machine": bl.machine_short(m),
-                "load": f"{f['converge']['load_start'][0]}→{f['noop']['load_end'][0]}",
-                "command": "benchmarks/converge.py --series full",
-                "numbers": (f"fresh converge {f['converge']['seconds']} s; no-op {f['noop']['seconds']} s "
-                            f"(changed={f['noop_changed']}); ping floor {f['ping_floor_s']} s → "
-                            f"**{f['noop_over_ping']}×**"),
-                "goal": f"no-op ≤ {NOOP_GOAL:g}× ping", "met": "yes" if f["goal_met"] else "**no**"})
+            record(f"converge no-op vs ping (#12), {f['nodes']} nodes, full site.yml",
+                   "benchmarks/converge.py --series full",
+                   (f"fresh converge {f['converge']['seconds']} s; no-op {f['noop']['seconds']} s "
+                    f"(changed={f['noop_changed']}); ping floor {f['ping_floor_s']} s → "
+                    f"**{f['noop_over_ping']}×**"),
+                   f"no-op ≤ {NOOP_GOAL:g}× ping", f["goal_met"],
+                   row_load=f"{f['converge']['load_start'][0]}→{f['noop']['load_end'][0]}")
         if "noop" in data:
             n = data["noop"]
             each = "; ".join(f"{k} {n[k + '_s']} s (**{n[k + '_over_ping']}×** ping, changed={n[k + '_changed']})"
@@ -366,37 +370,30 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"; mitogen ÷ linear {n['mitogen_over_linear']}×" if "mitogen_over_linear" in n else ""
             ratio += (f"; this tree ÷ base ({n['base_tree']}) {n['linear_over_base']}×"
                       if "linear_over_base" in n else "")
-            bl.append_results_md({
-                "date": data["date"], "benchmark": f"no-op site.yml, {' vs '.join(a.strategies)} (#19), {n['nodes']} nodes",
-                "machine": bl.machine_short(m), "load": load,
-                "command": (f"benchmarks/converge.py --series noop --inventory {n['inventory']} --rounds {n['rounds']} "
-                            f"--strategies {','.join(a.strategies)}"),
-                "numbers": f"{each}; ping floor {n['ping_floor_s']} s{ratio}",
-                "goal": f"no-op ≤ {NOOP_STRATEGY_GOAL:g}× ping", "met": "yes" if n["goal_met"] else "**no**"})
+            record(f"no-op site.yml, {' vs '.join(a.strategies)} (#19), {n['nodes']} nodes",
+                   (f"benchmarks/converge.py --series noop --inventory {n['inventory']} --rounds {n['rounds']} "
+                    f"--strategies {','.join(a.strategies)}"),
+                   f"{each}; ping floor {n['ping_floor_s']} s{ratio}",
+                   f"no-op ≤ {NOOP_STRATEGY_GOAL:g}× ping", n["goal_met"])
         if "tagged" in data:
             t = data["tagged"]
             each = "; ".join(f"--tags {n} {t['seconds'][n]} s (**{t['over_noop'][n]}×**, changed={t['changed'][n]})"
                              for n in a.tagged_roles)
-            bl.append_results_md({
-                "date": data["date"], "benchmark": "tagged re-runs vs the no-op site.yml (#38 item 7)",
-                "machine": bl.machine_short(m), "load": load,
-                "command": (f"benchmarks/converge.py --series tagged --inventory {t['inventory']} --rounds {t['rounds']} "
-                            f"--tagged-roles {','.join(a.tagged_roles)}"),
-                "numbers": f"no-op {t['seconds']['all']} s (changed={t['changed']['all']}); {each}",
-                "goal": f"each ≤ {TAGGED_GOAL:g}× no-op", "met": "yes" if t["goal_met"] else "**no**"})
+            record("tagged re-runs vs the no-op site.yml (#38 item 7)",
+                   (f"benchmarks/converge.py --series tagged --inventory {t['inventory']} --rounds {t['rounds']} "
+                    f"--tagged-roles {','.join(a.tagged_roles)}"),
+                   f"no-op {t['seconds']['all']} s (changed={t['changed']['all']}); {each}",
+                   f"each ≤ {TAGGED_GOAL:g}× no-op", t["goal_met"])
         if "scale" in data:
             s = data["scale"]
             nums = "; ".join(f"{n}: no-op {r['noop']['seconds']} s (median of "
                              f"{', '.join(str(x['seconds']) for x in r.get('noop_runs', [r['noop']]))}; "
                              f"ping {r['ping_floor_s']} s, converge {r['converge']['seconds']} s)"
                              for n, r in s["sizes"].items())
-            bl.append_results_md({
-                "date": data["date"], "benchmark": f"converge scale (#12), tags {s['tags'] or 'all'}",
-                "machine": bl.machine_short(m), "load": load,
-                "command": "benchmarks/converge.py --series scale --scale-tags " + (s["tags"] or "''"),
-                "numbers": nums + f" → **{s['ratio_max_over_min']}×**",
-                "goal": f"{max(a.scale_nodes)}-node ≤ {SCALE_GOAL:g}× {min(a.scale_nodes)}-node",
-                "met": "yes" if s["goal_met"] else "**no**"})
+            record(f"converge scale (#12), tags {s['tags'] or 'all'}",
+                   "benchmarks/converge.py --series scale --scale-tags " + (s["tags"] or "''"),
+                   nums + f" → **{s['ratio_max_over_min']}×**",
+                   f"{max(a.scale_nodes)}-node ≤ {SCALE_GOAL:g}× {min(a.scale_nodes)}-node", s["goal_met"])
     return 0 if ok else 1
 
 

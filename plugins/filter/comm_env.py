@@ -101,9 +101,9 @@ def comm_env(facts, group, overrides=None, host_overrides=None, transport='auto'
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def cluster_transport_filter(facts, group, transport='auto'):
+def cluster_transport_filter(facts, group, transport='auto', planned=''):
     try:
-        return _comm.cluster_transport(facts, group, transport=transport)
+        return _comm.cluster_transport(facts, group, transport=transport, planned=planned or '')
     except _comm.CommEnvError as exc:
         raise AnsibleFilterError('cluster_transport: %s' % exc) from exc
 

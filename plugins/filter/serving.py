@@ -1,7 +1,7 @@
 # Copyright: llmfleet maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""Serving filters: profiles, parallel plan, engine command, memory fit, flag check.
+"""Serving filters: profiles, engine command, flag check (and, for tests, a profile's layout and memory fit).
 
 Documentation of each filter lives beside this file in <filter_name>.yml (ansible-doc -t filter).
 The computation is in plugins/module_utils/{profiles,planner,memfit,flagcheck}.py; this file only
@@ -81,7 +81,9 @@ def serve_profile(name, extras=None, profiles_dir=None):
 
 @_catch
 def serve_plan(profile, hosts, overrides=None, model_config=None, extras=None):
-    """Parallel layout of `profile` on the serving group `hosts` (rank 0 first)."""
+    """Parallel layout of `profile` (a name or a resolved profile) on the serving group `hosts` (rank 0
+    first). Not a filter: the roles read the layout from the cluster plan (llmfleet_plan.serve.layout);
+    the tests plan shipped profiles through it."""
     prof = _profile_arg(profile, extras)
     return _planner.plan(prof, _plain(hosts), _plain(overrides or {}), _plain(model_config) if model_config else None)
 
@@ -109,7 +111,9 @@ def serve_command(profile, plan=None, node_rank=0, engine_version=None, override
 @_catch
 def memory_fit(profile, plan=None, node_memory_gib=121.7, model_config=None, overrides=None,
                concurrency=1, extras=None, env=None, **knobs):
-    """Memory estimate and verdict (fit | warn | refuse) for `profile` split as `plan`."""
+    """Memory estimate and verdict (fit | warn | refuse) for `profile` (a name or a resolved profile) split as
+    `plan`. Not a filter: the serve role checks on the node with the module llmfleet.cluster.memory_fit and
+    the gate on the controller; the tests estimate shipped profiles through it."""
     return _memfit.profile_fit(_profile_arg(profile, extras), _plain(plan or {}), node_memory_gib,
                                _plain(model_config) if model_config else None, _plain(overrides or {}),
                                concurrency, _plain(env or {}), **_plain(knobs))
@@ -129,8 +133,6 @@ class FilterModule:
     def filters(self):
         return {
             "serve_profile": serve_profile,
-            "serve_plan": serve_plan,
             "serve_command": serve_command,
-            "memory_fit": memory_fit,
             "flag_check": flag_check,
         }

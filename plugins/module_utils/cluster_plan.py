@@ -17,6 +17,8 @@ directory (``common_config_dir``, default /etc/llmfleet).
 import os
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import orphans as _orphans
+from ansible_collections.llmfleet.cluster.plugins.module_utils import planner as _planner
+from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms as _platforms
 from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _groups
 from ansible_collections.llmfleet.cluster.plugins.module_utils import topology as _topology
 # the inventory cannot be planned: one error type for the layout (planner) and the host's plan
@@ -40,6 +42,9 @@ INPUTS = (
     'ray_node_unit', 'serve_unit_name', 'safeguards_serve_units',
     # the cluster's gateway (gateway())
     'gateway_enabled', 'gateway_host', 'gateway_port', 'gateway_metrics_port',
+    # the serving group's layout (serve_layout())
+    'fabric_transport', 'llmfleet_tensor_parallel_size', 'llmfleet_pipeline_parallel_size',
+    'llmfleet_allow_tp_over_sockets',
 ) + tuple('ray_node_' + name for name in ('node_manager_port', 'object_manager_port', 'metrics_port',
                                           'client_server_port', 'autoscaler_metrics_port', 'dashboard_metrics_port',
                                           'agent_ports',
@@ -303,6 +308,56 @@ def _serve(host, group, profile, unit_prefix, addresses, unit_name=''):
                 api_url=url + '/v1' if url else '', profile_spec=profile or {})
 
 
+def _emulated(hostvars, host, order):
+    """Whether `host` is an emulated node (a machine that two or more inventory hosts share: emulation())."""
+    machine = _get(hostvars, host, 'llmfleet_machine', '')
+    return bool(machine) and sum(1 for h in order if _get(hostvars, h, 'llmfleet_machine', '') == machine) > 1
+
+
+def node_transport(groups, hostvars, host, device, order):
+    """The collective transport the plan gives `host` (platforms.transport(): fabric_transport where the
+    inventory pins it, socket on an emulated node, else RoCE where its platform has it); '' for a CPU
+    profile: gloo over TCP has no transport rule."""
+    if device == 'cpu':
+        return ''
+    names = [name for name, members in groups.items() if host in (members or ())]
+    return _platforms.transport(_platforms.platform_of(names, _get(hostvars, host, 'llmfleet_gpu_arch'), device),
+                                _get(hostvars, host, 'fabric_transport'), _emulated(hostvars, host, order))
+
+
+def layout_overrides(hostvars, host):
+    """What the inventory sets over the profile's layout, as the planner takes it: llmfleet_tensor_parallel_size,
+    llmfleet_pipeline_parallel_size (digit strings, as -e gives them, read as numbers) and
+    llmfleet_allow_tp_over_sockets."""
+    out = {}
+    for key in ('tensor_parallel_size', 'pipeline_parallel_size'):
+        value = _get(hostvars, host, 'llmfleet_' + key)
+        if value is not None:
+            out[key] = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+    allow = (hostvars.get(host) or {}).get('llmfleet_allow_tp_over_sockets')
+    if allow is not None:
+        out['tp_over_sockets'] = _flag(allow)
+    return out
+
+
+def serve_layout(host, group, profile, groups, hostvars, order):
+    """(layout, transport) of `host`'s serving group: the planner's TP x PP layout (planner.plan: sizes,
+    backend, ranks) on the transport the nodes' platforms imply, and that transport: roce when every
+    node has it, else socket ('' for a CPU profile). The fabric role checks on the hosts that the
+    transport it detects is this one. Raises PlanError naming the host when the layout cannot be planned."""
+    device = profile.get('device', 'gpu')
+    nodes = [{'name': h, 'gpu_arch': _get(hostvars, h, 'llmfleet_gpu_arch'),
+              'gpus_per_node': _get(hostvars, h, 'llmfleet_gpus_per_node', 1),
+              'transport': node_transport(groups, hostvars, h, device, order) or 'socket'} for h in group['hosts']]
+    try:
+        planned = _planner.plan(profile, nodes, layout_overrides(hostvars, host))
+    except PlanError as exc:
+        raise PlanError('%s: %s' % (host, exc)) from exc
+    if device == 'cpu':
+        return planned, ''
+    return planned, 'roce' if all(n['transport'] == 'roce' for n in nodes) else 'socket'
+
+
 def gateway(hostvars, host, cluster, cluster_hosts, head, planned):
     """The cluster's gateway (roles/gateway): one OpenAI endpoint in front of every serving group,
     routing by model. {} where the inventory turns it off (gateway_enabled: false) or nothing is served.
@@ -385,6 +440,9 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         extra = emulated['engine_args'].get(profile.get('engine'), {})
         profile = dict(profile, args=dict(profile.get('args') or {}, **extra))
     serve = _serve(host, group, profile, unit_prefix, addresses, _get(hostvars, host, 'serve_unit_name', ''))
+    if serve and profile:
+        # the layout the serve role starts (TP x PP, backend, ranks) and the transport it is planned on
+        serve['layout'], serve['transport'] = serve_layout(host, serve, profile, groups, hostvars, order)
     serving_hosts = sorted({h for g in planned for h in g['hosts']}, key=order.index)
     # the hosts this one serves with (weights, the fabric check and the engine venv's group reach
     # them): its group of llmfleet_serve_groups (a host in none: every group's hosts); without

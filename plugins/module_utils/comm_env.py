@@ -113,12 +113,30 @@ def hosts_without_rdma(facts, group):
     return [h for h in _group_hosts(group) if not has_rdma(_host_facts(facts, h))]
 
 
-def cluster_transport(facts, group, transport='auto'):
+def cluster_transport(facts, group, transport='auto', planned=''):
     """``'roce'`` when every host of ``group`` has Up RDMA devices, else ``'socket'``.
 
     ``transport`` may force ``'socket'`` (always allowed) or ``'roce'`` (raises
-    CommEnvError naming the hosts that lack RDMA).
+    CommEnvError naming the hosts that lack RDMA). ``planned``: the transport the cluster plan
+    laid the serving group's layout out on (its ``serve.transport``; '' for none): a detected
+    transport that differs raises CommEnvError naming both.
     """
+    detected = _detected_transport(facts, group, transport)
+    if planned and detected != planned:
+        missing = hosts_without_rdma(facts, group)
+        why = ('no Up RDMA device on %s' % ', '.join(missing) if missing
+               else 'every host of the group has Up RDMA devices')
+        fix = ('bring up their ConnectX ports (ibdev2netdev shows (Up)), or set fabric_transport: socket on '
+               'the group\'s hosts (the layout is then planned for sockets)' if planned == 'roce' else
+               'set fabric_transport: roce on the group\'s hosts (the layout is then planned for RoCE), or '
+               'fabric_transport: socket to keep sockets')
+        raise CommEnvError('the plan lays the serving group (%s) out on %s (the transport its platforms imply), '
+                           'but the fabric detected %s: %s. Fix: %s.'
+                           % (', '.join(_group_hosts(group)), planned, detected, why, fix))
+    return detected
+
+
+def _detected_transport(facts, group, transport):
     if transport not in TRANSPORT_CHOICES:
         raise CommEnvError('transport must be one of %s, got %r'
                            % (', '.join(TRANSPORT_CHOICES), transport))

@@ -48,9 +48,12 @@ def platform_of(group_names, gpu_arch=None, device='gpu'):
     return None
 
 
-def transport(platform, declared=None):
+def transport(platform, declared=None, emulated=False):
     """The collective transport a node of `platform` uses: fabric_transport when the inventory pins it
-    (roce | socket), else RoCE where the platform has it."""
+    (roce | socket); else socket on an emulated node (its peers share its machine: no RoCE between
+    them, as between a Spark and a Thor), and RoCE where the platform has it."""
     if declared in ('roce', 'socket'):
         return declared
+    if emulated:
+        return 'socket'
     return 'roce' if platform and PLATFORMS.get(platform, {}).get('roce') else 'socket'

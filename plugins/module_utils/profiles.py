@@ -214,6 +214,23 @@ def _is_pos_int(value):
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+def _known_mapping(item, known, where, problems):
+    """Whether ``item`` is a mapping; a problem for it when not, and one per key outside ``known``."""
+    if not isinstance(item, dict):
+        problems.append(f"{where}: expected a mapping")
+        return False
+    for key in sorted(set(item) - known):
+        problems.append(f"{where}: unknown key '{key}' (known: {', '.join(sorted(known))})")
+    return True
+
+
+def _check_versions(item, where, problems):
+    """A problem for each of ``item``'s version bounds that does not parse."""
+    for key in ("min_version", "max_version"):
+        if key in item and parse_version(str(item[key])) is None:
+            problems.append(f"{where}.{key}: '{item[key]}' is not a version")
+
+
 def _validate_gates(gates, problems):
     if not isinstance(gates, dict):
         problems.append(f"field 'gates': expected a mapping of flag -> gate, got {type(gates).__name__}")
@@ -222,14 +239,9 @@ def _validate_gates(gates, problems):
         where = f"field 'gates.{flag}'"
         if not isinstance(flag, str) or not _FLAG.match(flag):
             problems.append(f"{where}: key must be a flag such as --swap-space")
-        if not isinstance(gate, dict):
-            problems.append(f"{where}: expected a mapping")
+        if not _known_mapping(gate, GATE_FIELDS, where, problems):
             continue
-        for key in sorted(set(gate) - GATE_FIELDS):
-            problems.append(f"{where}: unknown key '{key}' (known: {', '.join(sorted(GATE_FIELDS))})")
-        for key in ("min_version", "max_version"):
-            if key in gate and parse_version(str(gate[key])) is None:
-                problems.append(f"{where}.{key}: '{gate[key]}' is not a version")
+        _check_versions(gate, where, problems)
         on_fail = gate.get("on_fail", "error")
         if on_fail not in ON_FAIL:
             problems.append(f"{where}.on_fail: '{on_fail}' is not one of {', '.join(ON_FAIL)}")
@@ -241,17 +253,12 @@ def _validate_gates(gates, problems):
             continue
         for i, rule in enumerate(rules):
             rwhere = f"{where}.values[{i}]"
-            if not isinstance(rule, dict):
-                problems.append(f"{rwhere}: expected a mapping")
+            if not _known_mapping(rule, RULE_FIELDS, rwhere, problems):
                 continue
-            for key in sorted(set(rule) - RULE_FIELDS):
-                problems.append(f"{rwhere}: unknown key '{key}' (known: {', '.join(sorted(RULE_FIELDS))})")
             for key in ("allowed", "denied"):
                 if key in rule and not isinstance(rule[key], list):
                     problems.append(f"{rwhere}.{key}: expected a list")
-            for key in ("min_version", "max_version"):
-                if key in rule and parse_version(str(rule[key])) is None:
-                    problems.append(f"{rwhere}.{key}: '{rule[key]}' is not a version")
+            _check_versions(rule, rwhere, problems)
 
 
 def validate_profile(profile):
@@ -333,11 +340,8 @@ def validate_profile(profile):
     seen = set()
     for i, item in enumerate(files):
         where = f"field 'files[{i}]'"
-        if not isinstance(item, dict):
-            problems.append(f"{where}: expected a mapping")
+        if not _known_mapping(item, FILE_FIELDS, where, problems):
             continue
-        for key in sorted(set(item) - FILE_FIELDS):
-            problems.append(f"{where}: unknown key '{key}' (known: {', '.join(sorted(FILE_FIELDS))})")
         for key in ("name", "dest"):
             if not isinstance(item.get(key), str) or not item.get(key):
                 problems.append(f"{where}.{key}: required")

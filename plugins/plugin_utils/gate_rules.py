@@ -161,6 +161,11 @@ class GateContext:
         value = self.set_value(host, "llmfleet_machine")
         return value if isinstance(value, str) and value else host
 
+    def emulated(self, host: str) -> bool:
+        """An emulated node: one of two or more inventory hosts naming one llmfleet_machine (as the plan's)."""
+        machine = self.machine(host)
+        return machine != host and sum(1 for h in self.inv.order if self.machine(h) == machine) > 1
+
     def one_host(self, host: str) -> bool:
         """A cluster whose nodes all run on one machine (one member, or emulated nodes naming the same
         llmfleet_machine): loopback fabric is fine there, and only there."""
@@ -622,9 +627,11 @@ def _layout_nodes(ctx: GateContext, hosts: t.Sequence[str], device: str) -> tupl
     for host in hosts:
         name = _platform(ctx, host, device)
         declared = ctx.set_value(host, "fabric_transport")
-        transport = platforms.transport(name, declared)
+        emulated = ctx.emulated(host)
+        transport = platforms.transport(name, declared, emulated)
         if transport != "roce":
             why[host] = (f"fabric_transport: {declared}" if declared in ("roce", "socket")
+                         else f"an emulated node of machine {ctx.machine(host)}" if emulated
                          else f"{platforms.PLATFORMS[name]['title']} has no RoCE" if name else "no platform group")
         nodes.append({"name": host, "gpu_arch": ctx.set_value(host, "llmfleet_gpu_arch"),
                       "gpus_per_node": _gpus(ctx, host) or 1, "transport": transport})

@@ -37,13 +37,12 @@ def link_collection() -> Path:
 
 
 def serve_pair(work: Path) -> Path:
-    """`work` with hosts.yml (two local nodes, a Ray head and a worker, GB10 on RoCE) and
+    """`work` with hosts.yml (two local nodes, a Ray head and a worker, GB10: RoCE by its platform) and
     preflight_only.yml (the serve role's preflight alone): what the serve role's local tests play."""
     import yaml  # pylint: disable=import-outside-toplevel
     (work / "hosts.yml").write_text(yaml.safe_dump({"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                 "llmfleet_fabric_ip": "127.0.0.1", "llmfleet_gpu_arch": "sm_121",
-                 "fabric_cluster_transport": "roce"},
+                 "llmfleet_fabric_ip": "127.0.0.1", "llmfleet_gpu_arch": "sm_121"},
         "hosts": {"nodea": None, "nodeb": None},
         "children": {"ray_head": {"hosts": {"nodea": None}}, "ray_workers": {"hosts": {"nodeb": None}}},
     }}))

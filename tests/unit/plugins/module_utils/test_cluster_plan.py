@@ -414,3 +414,40 @@ def test_a_gateway_the_plan_cannot_place_stops_naming_host_variable_and_fix(extr
     for w in words:
         assert w in str(err.value)
     assert str(err.value).startswith("thor1: ")
+
+
+# The layout the serve role starts: the planner's, on the transport the nodes' platforms imply.
+GPU = {"name": "g", "engine": "vllm", "backend": "ray", "served_model_name": "g", "model": "/m"}
+LAB = {"all": HOSTS, "ray_head": ["spark1"], "ray_workers": ["spark2", "thor1", "thor2"],
+       "gb10": ["spark1", "spark2"], "thor": ["thor1", "thor2"]}
+
+
+# group hosts, profile sizes, inventory extras, (TP, PP), the planned transport
+@pytest.mark.parametrize("hosts, sizes, extra, want, transport", [
+    (HOSTS, {"pipeline_parallel_size": 4}, {}, (1, 4), "socket"),                 # the lab: Thors have no RoCE
+    (["spark1", "spark2"], {}, {}, (2, 1), "roce"),                                # two Sparks: TP across RoCE
+    (["spark1", "spark2"], {}, {"all": {"fabric_transport": "socket"}}, (1, 2), "socket"),  # pinned: TP stays in a node
+    (["thor1", "thor2"], {}, {}, (1, 2), "socket"),
+    (["spark1", "spark2"], {}, {"all": {"llmfleet_machine": "m1"}}, (1, 2), "socket"),     # emulated nodes
+    (["spark1", "spark2"], {}, {"all": {"llmfleet_tensor_parallel_size": "1"}}, (1, 2), "roce"),  # -e gives strings
+    (["spark1", "spark2"], {"device": "cpu", "tensor_parallel_size": 2}, {}, (2, 1), ""),   # gloo: no transport
+])
+def test_the_serving_groups_layout_and_its_transport(hosts, sizes, extra, want, transport):
+    profile = dict(GPU, **sizes)
+    layout, planned = cp.serve_layout(hosts[0], {"hosts": hosts}, profile, LAB, hostvars(**extra), HOSTS)
+    assert (layout["tensor_parallel_size"], layout["pipeline_parallel_size"]) == want
+    assert [r["host"] for r in layout["ranks"]] == hosts
+    assert planned == transport
+
+
+def test_a_layout_that_cannot_be_planned_names_the_host():
+    with pytest.raises(cp.PlanError, match=r"^thor1: profile 'g': TP=2 spans nodes but thor1, thor2 talk"):
+        cp.serve_layout("thor1", {"hosts": ["thor1", "thor2"]}, dict(GPU, tensor_parallel_size=2), LAB, hostvars(), HOSTS)
+
+
+def test_the_plan_of_a_serving_host_holds_its_layout():
+    plan = plan_of("spark2")
+    assert plan["serve"]["layout"]["tensor_parallel_size"] == 2
+    assert plan["serve"]["layout"]["head"] == "spark1"
+    assert plan["serve"]["transport"] == ""                                       # the CPU profiles of this table
+    assert plan_of("thor1")["serve"] == {}                                         # serves nothing: no layout

@@ -2,6 +2,7 @@
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -68,6 +69,27 @@ def test_forced_transports():
         ce.cluster_transport(FACTS, ['spark1', 'thor1', 'thor2'], transport='roce')
     with pytest.raises(ce.CommEnvError, match='transport must be one of'):
         ce.cluster_transport(FACTS, ['spark1'], transport='ib')
+
+
+# group, forced transport, the plan's transport, the words of the refusal ('' = none: the detected one)
+@pytest.mark.parametrize('group, transport, planned, words', [
+    (['spark1', 'spark2'], 'auto', 'roce', ''),
+    (['spark1', 'thor1'], 'auto', 'socket', ''),
+    (['spark1', 'spark2'], 'auto', '', ''),                          # no plan (a CPU profile): nothing checked
+    (['spark1', 'spark2'], 'socket', 'socket', ''),                  # pinned on both sides
+    (['spark1', 'spark3'], 'auto', 'roce', 'lays the serving group (spark1, spark3) out on roce (the transport its '
+     'platforms imply), but the fabric detected socket: no Up RDMA device on spark3. Fix: bring up'),
+    (['spark1', 'spark2'], 'auto', 'socket', 'detected roce: every host of the group has Up RDMA devices. Fix: set '
+     'fabric_transport: roce'),
+])
+def test_the_detected_transport_confirms_the_plan(group, transport, planned, words):
+    if not words:
+        assert ce.cluster_transport(FACTS, group, transport, planned) == (planned or ce.cluster_transport(FACTS, group))
+        return
+    with pytest.raises(ce.CommEnvError, match=re.escape(words)):
+        ce.cluster_transport(FACTS, group, transport, planned)
+    with pytest.raises(AnsibleFilterError, match=re.escape(words)):
+        FILTERS['cluster_transport'](FACTS, group, transport, planned=planned)
 
 
 # ---------------------------------------------------------------- environments
