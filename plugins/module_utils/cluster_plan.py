@@ -462,6 +462,11 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         layout = paths(prefix, config_dir, release)
     except PlanError as exc:
         raise PlanError('%s: %s' % (host, exc)) from exc
+    if serve:
+        # the serve role's firewall of the engine unit, named as the owned set names it (orphans.py)
+        fw = _orphans.serve_firewall(serve['unit'], layout['config_dir'], unit_prefix)
+        serve['firewall'] = {'unit': fw['unit'][:-len('.service')], 'table': fw['table'][len('inet '):],
+                             'file': fw['file']}
     directory = variants_dir(hostvars, host, default_variants_dir)
     gate = gateway(hostvars, host, cluster, cluster_hosts, head, planned)
     return {

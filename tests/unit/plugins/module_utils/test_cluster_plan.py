@@ -54,7 +54,10 @@ CASES = [
         "paths.wheelhouse": "/opt/llmfleet/wheelhouse", "paths.models": "/opt/llmfleet/models",
         "env_files.engine": "/etc/llmfleet/engine.env", "env_files.serve": "/etc/llmfleet/llmfleet-serve-tiny.env",
         "env_files.engine_unit": ["/etc/llmfleet/comm.env", "-/etc/llmfleet/engine.env", "-/etc/llmfleet/nccl.env"],
-        "service": {"user": "llmfleet", "group": "llmfleet", "home": "/var/lib/llmfleet"}, "firewall": True}),
+        "service": {"user": "llmfleet", "group": "llmfleet", "home": "/var/lib/llmfleet"}, "firewall": True,
+        # the engine unit's firewall, as the owned set names it
+        "serve.firewall": {"unit": "llmfleet-firewall-serve-tiny", "table": "llmfleet_serve_tiny",
+                           "file": "/etc/llmfleet/firewall-llmfleet-serve-tiny.nft"}}),
     # a worker of the same group: rank 1, the head's URL
     ("spark2", None, {}, {"serve.node_rank": 1, "serve.is_head": False, "serve.head": "spark1",
                           "serve.runs_unit": True, "serve.unit_hosts": ["spark1", "spark2"],
