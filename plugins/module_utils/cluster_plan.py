@@ -30,6 +30,7 @@ DEFAULT_SERVICE = {'user': 'llmfleet', 'group': 'llmfleet', 'home': '/var/lib/ll
 DEFAULT_RAY_PORT = 6379
 DEFAULT_GATEWAY_PORT = 8080
 DEFAULT_GATEWAY_METRICS_PORT = 29000  # the router's Prometheus metrics (sgl_router_*)
+DEFAULT_FABRIC_MTU = 9000  # jumbo frames on the fabric (the notes: RoCE and NCCL over sockets both want them)
 CURRENT = 'current'
 
 # The inventory variables the plan reads (per host); everything else it derives.
@@ -45,6 +46,8 @@ INPUTS = (
     # the serving group's layout (serve_layout())
     'fabric_transport', 'llmfleet_tensor_parallel_size', 'llmfleet_pipeline_parallel_size',
     'llmfleet_allow_tp_over_sockets',
+    # the fabric NIC's MTU (fabric configures it, preflight and validate check it)
+    'fabric_mtu',
 ) + tuple('ray_node_' + name for name in ('node_manager_port', 'object_manager_port', 'metrics_port',
                                           'client_server_port', 'autoscaler_metrics_port', 'dashboard_metrics_port',
                                           'agent_ports',
@@ -473,6 +476,8 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'host': host,
         'fabric_ip': _get(hostvars, host, 'llmfleet_fabric_ip', ''),
         'gpu_arch': _get(hostvars, host, 'llmfleet_gpu_arch', ''),
+        # the fabric NIC's MTU: the inventory's fabric_mtu, else jumbo frames
+        'fabric': {'mtu': _int(_get(hostvars, host, 'fabric_mtu', DEFAULT_FABRIC_MTU), host, 'fabric_mtu')},
         'cluster': {
             'name': cluster,
             'hosts': cluster_hosts,

@@ -75,7 +75,7 @@ PORT_ROLES: dict[str, str] = {
 }
 PORT_RANGES: dict[tuple[str, str], str] = {("ray_node_min_worker_port", "ray_node_max_worker_port"): "Ray workers"}
 # Variables that name another role's port and must equal it.
-PORT_ALIASES: dict[str, str] = {"serve_ray_port": "ray_node_port", "safeguards_serve_port": "serve_port"}
+PORT_ALIASES: dict[str, str] = {"serve_ray_port": "ray_node_port"}
 # Addresses that must be reachable from other machines: (variable, what uses it).
 REACHABLE_ADDRESSES: dict[str, str] = {
     "ansible_host": "the controller's SSH (management) address",
@@ -1004,7 +1004,7 @@ RULES: tuple[Rule, ...] = (
     Rule("mtu", "one MTU along a fabric", "fabric_mtu is the same on every node of a cluster", rule_mtu),
     Rule("ports", "no port collisions on a node",
          "API, rendezvous, Ray (GCS, managers, metrics, client, dashboard, agents) ports are distinct and outside "
-         "Ray's worker port range; serve_ray_port/safeguards_serve_port equal the ports they name", rule_port_collisions),
+         "Ray's worker port range; serve_ray_port equals the port it names", rule_port_collisions),
     Rule("engine_variant", "engine, python_env variant and profile agree",
          "the variant (python_env_variant_name, else the file of engine + GPU arch whose engine version "
          "llmfleet_release names) exists, installs llmfleet_engine, is named by llmfleet_release, and matches the "
