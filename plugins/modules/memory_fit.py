@@ -11,7 +11,7 @@ author: llmfleet maintainers (!UNKNOWN)
 description:
   - Estimates, per node, the weights, activations and KV cache of O(profile) split as O(layout)
     (C(plugins/module_utils/memfit.py)) against the node's memory times the engine's share, with a floor
-    the host must keep (unified memory on GB10 and Thor: the OS, Ray and the engine share one pool).
+    the host must keep (unified memory on GB10 and Thor, where the OS, Ray and the engine share one pool).
   - The controller's gate checks the same on the platform's memory; this module confirms it with what
     the node has, in one call, before anything is stopped or started.
   - "The node's memory: O(node_memory_gib), else on a unified-memory node (a CPU profile, or an arch whose
@@ -99,7 +99,7 @@ verdict:
   type: str
   sample: fit
 line:
-  description: The numbers in one line, C(MEMFIT <verdict> <host>: ...).
+  description: The numbers in one line, C(MEMFIT <verdict> <host>) and the estimate.
   returned: always
   type: str
   sample: "MEMFIT fit spark1: sim-tiny-llama TP=2 PP=1 max-model-len=512 x1: node 7.5 GiB, ..."
