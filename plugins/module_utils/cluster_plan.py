@@ -204,6 +204,12 @@ def _ray_port_set(ports, is_head, gcs_port):
 SHARED_GPU_MEMORY = 0.8
 
 
+def _machine_nodes(hostvars, host, order):
+    """The inventory hosts (in order) that name `host`'s llmfleet_machine; [] when it names none."""
+    machine = _get(hostvars, host, 'llmfleet_machine', '')
+    return [h for h in order if _get(hostvars, h, 'llmfleet_machine', '') == machine] if machine else []
+
+
 def emulation(host, hostvars, order, gpus_per_node=1, engine=''):
     """What node emulation adds to `host` ({} for a real node): the inventory names the machine an
     inventory host runs on (``llmfleet_machine``); two or more hosts on one machine are emulated
@@ -215,9 +221,7 @@ def emulation(host, hostvars, order, gpus_per_node=1, engine=''):
     them, round robin, each vLLM rank with its share of the memory (SHARED_GPU_MEMORY).
     A real inventory sets no ``llmfleet_machine`` and gets none of it."""
     machine = _get(hostvars, host, 'llmfleet_machine', '')
-    if not machine:
-        return {}
-    nodes = [h for h in order if _get(hostvars, h, 'llmfleet_machine', '') == machine]
+    nodes = _machine_nodes(hostvars, host, order)
     if len(nodes) < 2:
         return {}
     index = nodes.index(host)
@@ -313,8 +317,7 @@ def _serve(host, group, profile, unit_prefix, addresses, unit_name=''):
 
 def _emulated(hostvars, host, order):
     """Whether `host` is an emulated node (a machine that two or more inventory hosts share: emulation())."""
-    machine = _get(hostvars, host, 'llmfleet_machine', '')
-    return bool(machine) and sum(1 for h in order if _get(hostvars, h, 'llmfleet_machine', '') == machine) > 1
+    return len(_machine_nodes(hostvars, host, order)) > 1
 
 
 def node_transport(groups, hostvars, host, device, order):
