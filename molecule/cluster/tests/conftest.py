@@ -118,15 +118,22 @@ def time_needed(fname):
     return sum(EXPECTED_S.get(f, DEFAULT_EXPECTED_S) for f in (fname,) + tuple(later))
 
 
-def pytest_runtest_setup(item):
-    fname = os.path.basename(str(item.fspath))
-    end = float(os.environ.get("LLMFLEET_TEST_END") or 0)
+def file_runs(fname):
+    """Whether `fname`'s checks run: decided once, when first asked (its first check's setup, or a
+    fixture of the check before it asking whether what runs next replaces what serves)."""
     if fname not in _FILE_STARTED:
+        end = float(os.environ.get("LLMFLEET_TEST_END") or 0)
         now = time.time()
         _FILE_STARTED[fname] = now if not end or now + time_needed(fname) <= end else None
         if _FILE_STARTED[fname] is not None:
             _UNITS_AT_START.append((time.strftime("%H:%M:%S"), fname, units_now()))
-    if _FILE_STARTED[fname] is None:
+    return _FILE_STARTED[fname] is not None
+
+
+def pytest_runtest_setup(item):
+    fname = os.path.basename(str(item.fspath))
+    end = float(os.environ.get("LLMFLEET_TEST_END") or 0)
+    if not file_runs(fname):
         pytest.skip(f"TIME BUDGET: {fname} and what must run after it need {time_needed(fname)} s, more than is left "
                     f"before LLMFLEET_TEST_END ({time.strftime('%H:%M:%S', time.localtime(end))}); this check did not run")
 
@@ -140,7 +147,8 @@ def serving_is_replaced_next():
     """True when the check that runs next replaces what serves first (REPLACES_SERVING): a
     fixture tearing down may then leave its serving change in place."""
     nxt = _NEXT.get("item")
-    return nxt is not None and _key(nxt) in REPLACES_SERVING
+    # a replacer that the time budget skips replaces nothing: the fixture must restore
+    return nxt is not None and _key(nxt) in REPLACES_SERVING and file_runs(os.path.basename(str(nxt.fspath)))
 
 
 # Each check's wall time as it ends, with the clock: a run that CI kills (or a session that stops)

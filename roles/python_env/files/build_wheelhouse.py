@@ -21,7 +21,8 @@ e.g. ``roles/python_env/vars/variants/cpu.yml``. The output directory, by defaul
 
 Steps: (1) build the alias wheel(s) (tiny pure wheels made with zipfile, deterministic);
 (2) resolve the full dependency set ONCE with ``uv pip compile`` for the target python/platform,
-with ``--excludes`` (and names matching ``exclude_globs`` added to the excludes);
+with ``--excludes`` (and names matching ``exclude_globs`` added to the excludes), constrained to
+the lock committed for the release where ``--pinned-dir`` holds one;
 (3) ``pip download --no-deps --only-binary=:all:`` of exactly the resolved pins (pip's cache is
 reused; wheels already in the old wheelhouse are hard-linked in first); (4) check one wheel per
 pin, hash, write lock/SUMS/manifest; (5) swap the new directory in atomically.
@@ -359,8 +360,12 @@ def resolve_inputs(spec: dict) -> list[str]:
 
 
 def resolve(spec: dict, work: Path, alias_dir: Path, find_links: list[str], uv: str,
-            log: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
-    """One ``uv pip compile``; returns the pins and the effective excludes."""
+            log: list[str], pinned: dict | None = None) -> tuple[list[tuple[str, str]], list[str]]:
+    """One ``uv pip compile``; returns the pins and the effective excludes. ``pinned`` (the lock
+    committed for this release, {name: (version, sha256)}) constrains the resolution: an index that
+    gained newer releases since the lock was made still resolves the locked versions (``exclude_newer``
+    alone does not hold on an index that publishes no upload times), and a spec the lock cannot
+    satisfy fails here, naming the conflict."""
     excludes = [canon(x) for x in spec.get("excludes", [])]
     globs = [g.lower() for g in spec.get("exclude_globs", [])]
     req_in = work / "requirements.in"
@@ -381,6 +386,10 @@ def resolve(spec: dict, work: Path, alias_dir: Path, find_links: list[str], uv: 
             cmd += ["--extra-index-url", url]
         for fl in find_links:
             cmd += ["--find-links", fl]
+        if pinned:
+            constraints = work / "constraints.txt"
+            constraints.write_text("".join(f"{n}=={v}\n" for n, (v, _sha) in sorted(pinned.items())))
+            cmd += ["--constraint", str(constraints)]
         if spec.get("exclude_newer"):
             cmd += ["--exclude-newer", str(spec["exclude_newer"])]
         run(cmd, log)
@@ -460,7 +469,7 @@ def sums_text(entries: list[dict]) -> str:
 
 
 def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bool,
-          dry_run: bool) -> dict:
+          dry_run: bool, pinned_dir: Path | None = None) -> dict:
     spec = load_spec(spec_path)
     extra_fl = [p for p in os.environ.get("LLMFLEET_WHEEL_FIND_LINKS", "").split(os.pathsep) if p]
     find_links = [str(x) for x in spec.get("find_links", [])] + extra_fl
@@ -496,7 +505,9 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
             alias_files.append(build_local_wheel(entry, alias_dir))
         # 2. resolve once
         t_res = time.monotonic()
-        pins, excludes = resolve(spec, work, alias_dir, find_links, uv, log)
+        pin_file = pinned_dir / f"{spec['arch']}-{spec['release']}.txt" if pinned_dir else None
+        pinned = lock_entries(pin_file.read_text()) if pin_file and pin_file.is_file() else None
+        pins, excludes = resolve(spec, work, alias_dir, find_links, uv, log, pinned)
         t_res = time.monotonic() - t_res
         alias_names = {canon(a["name"]) for a in spec.get("alias", []) + spec.get("local", [])}
         to_download = [(n, v) for n, v in pins if n not in alias_names]
@@ -837,7 +848,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="check a wheel built on a build node and lock it into the wheelhouse")
     ap.add_argument("--built-on", metavar="HOST", help="build host recorded with --add-built")
     ap.add_argument("--pinned-dir", type=Path, metavar="DIR",
-                    help="after a build, compare the lock with DIR/<arch>-<release>.txt (committed per release)")
+                    help="resolve within DIR/<arch>-<release>.txt (the lock committed per release), and"
+                         " after a build compare the wheelhouse's lock with it")
     ap.add_argument("--alias-only", nargs="+", metavar="ARG",
                     help="NAME VERSION REQ...: only build an alias wheel into --out")
     args = ap.parse_args(argv)
@@ -856,7 +868,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.add_built:
             result = add_built(args.spec, args.out, args.root, args.add_built, args.built_on)
         else:
-            result = build(args.spec, args.out, args.root, args.force, args.verify, args.dry_run)
+            result = build(args.spec, args.out, args.root, args.force, args.verify, args.dry_run, args.pinned_dir)
             if args.pinned_dir and not args.dry_run:
                 result["pin"] = check_pinned(args.spec, args.out, args.root, args.pinned_dir)
     except WheelhouseError as exc:

@@ -61,3 +61,35 @@ def test_the_committed_pins_are_locks():
     for pin in (ROOT / "roles" / "python_env" / "vars" / "locks").glob("*.txt"):
         entries = bw.lock_entries(pin.read_text())
         assert entries and all(len(h) == 64 for _v, h in entries.values()), pin
+
+
+def test_a_newer_release_on_the_index_still_builds_the_locked_version(tmp_path, monkeypatch):
+    """An index that gained dep 1.1 after the release's lock (dep 1.0) was committed: the build
+    resolves within the lock, so the check after it passes; without a lock it takes the newest."""
+    import os
+    import sys
+    import yaml
+    uv = os.environ.get("UV") or str(Path(sys.executable).with_name("uv"))
+    if not os.access(uv, os.X_OK):
+        pytest.skip("no uv next to this interpreter")
+    monkeypatch.setenv("UV", uv)
+    monkeypatch.delenv("LLMFLEET_WHEEL_FIND_LINKS", raising=False)
+    links = tmp_path / "links"
+    for version in ("1.0", "1.1"):
+        bw.build_alias_wheel("dep", version, [], links)
+    spec = tmp_path / "v.yml"
+    spec.write_text(yaml.safe_dump({"python_env_variant": {
+        "name": "t", "arch": "testarch", "release": "r1", "build": "wheelhouse", "python": "3.11",
+        "python_platform": "x86_64-manylinux_2_36", "no_index": True, "find_links": [str(links)],
+        "packages": ["dep"]}}))
+    unpinned = bw.build(spec, None, tmp_path / "a", force=False, verify=False, dry_run=False)
+    assert [(e["name"], e["version"]) for e in unpinned["wheels"]] == [("dep", "1.1")]
+    pins = tmp_path / "locks"
+    pins.mkdir()
+    lock = (tmp_path / "a" / "testarch-r1" / "lock.txt").read_text()
+    sha10 = bw.sha256_file(next(links.glob("dep-1.0-*.whl")))
+    (pins / "testarch-r1.txt").write_text(lock.replace("dep==1.1", "dep==1.0").split("--hash=sha256:")[0]
+                                          + f"--hash=sha256:{sha10}\n")
+    pinned = bw.build(spec, None, tmp_path / "b", force=False, verify=False, dry_run=False, pinned_dir=pins)
+    assert [(e["name"], e["version"]) for e in pinned["wheels"]] == [("dep", "1.0")]
+    assert bw.check_pinned(spec, None, tmp_path / "b", pins) == "pinned"

@@ -170,8 +170,8 @@ def test_filters_through_ansible(tmp_path):
            str(tmp_path / "play.yml"), "-e", "out=%s" % out, "-e", "ansible_python_interpreter=%s" % sys.executable,
            "-e", "help_text={{ lookup('file', '%s') }}" % help_file,
            # the layout is the cluster plan's (module_utils/cluster_plan.py serve_layout), made by the planner
-           "-e", json.dumps({"plan": serving.serve_plan("sim-tiny-llama", [{"name": "s1", "gpu_arch": "sm_121"},
-                                                                          {"name": "s2", "gpu_arch": "sm_121"}])})]
+           "-e", json.dumps({"plan": serving.serve_plan("sim-tiny-llama", [
+               {"name": "s1", "gpu_arch": "sm_121"}, {"name": "s2", "gpu_arch": "sm_121"}])})]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
