@@ -185,6 +185,13 @@ restarted:
   description: Whether the engine was (re)started by this run.
   type: bool
   returned: always
+running:
+  description:
+    - Whether the unit ran before this call (active, activating - a crash loop between restarts included -,
+      reloading or deactivating); in check mode too, so that a caller can skip stopping a group none of
+      whose ranks runs.
+  type: bool
+  returned: when O(state) is V(started) or V(restarted)
 limit_nofile:
   description: C(LimitNOFILE=) of the unit (after O(limits_from_pid1)).
   type: int
@@ -436,6 +443,7 @@ def main():
     # a unit between crash-loop restarts is restarted, not started: systemd queues a start job
     # there behind the restart holdoff (RestartSec), a restart runs now
     was_running = state_before in RUNNING_STATES
+    result['running'] = was_running
     need_start = changed_files or not was_active or p['state'] == 'restarted'
     result['changed'] = need_start or s.prop('UnitFileState') != 'enabled'
     if module.check_mode:
