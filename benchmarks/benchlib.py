@@ -162,6 +162,17 @@ def ansible_env(lab: str, run_id: str, extra: dict | None = None) -> dict:
     return env
 
 
+def cluster_api_key(cluster: str) -> str:
+    """The key a converge gave the cluster's engines: its key file where the api_key lookup keeps it
+    (plugins/lookup/api_key.py, default_path); '' when there is none."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("llmfleet_api_key_lookup", ROOT / "plugins" / "lookup" / "api_key.py")
+    lookup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lookup)
+    path = Path(lookup.default_path(cluster))
+    return path.read_text().strip() if path.is_file() else ""
+
+
 def ensure_collection_link() -> None:
     link = ROOT / ".build" / "collections" / "ansible_collections" / "llmfleet" / "cluster"
     if not link.exists():

@@ -167,10 +167,9 @@ def main() -> int:
     bl.stop_cleanly_on_sigterm()
     inv = args.inventory.resolve()
     lab = inv.parent.name
-    # the key the engines require: the env's, else the cluster's key file that the first converge
-    # generated (plugins/lookup/api_key.py); without it /v1/models answers 401 and the hand side never serves
-    key_file = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "llmfleet" / lab / "api_key"
-    key = os.environ.get(args.api_key_env) or (key_file.read_text().strip() if key_file.is_file() else "")
+    # the key the engines require: the env's, else the cluster's key file (the sim's cluster is the
+    # lab's name); without it /v1/models answers 401 and the hand side never serves
+    key = os.environ.get(args.api_key_env) or bl.cluster_api_key(lab)
     hosts = bl.inventory_hosts(inv)
     import yaml
     groups = yaml.safe_load(inv.read_text())["all"]["children"]

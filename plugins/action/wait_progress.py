@@ -57,6 +57,9 @@ class ActionModule(ActionBase):
             self._async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
         return self._async_dir
 
+    def _job_file(self, jid):
+        return "%s/%s" % (self._job_dir().rstrip("/"), jid)
+
     def _status(self, jid, mode, task_vars):
         return self._execute_module(module_name="ansible.legacy.async_status", task_vars=task_vars,
                                     module_args={"jid": jid, "mode": mode, "_async_dir": self._job_dir()})
@@ -68,8 +71,7 @@ class ActionModule(ActionBase):
         controller at every poll, CPU that an engine loading on the same node (or a small
         controller) is short of. Anything else (no file yet, a result, a file that does not parse)
         is left to async_status, which gives the job's result its usual form."""
-        path = "%s/%s" % (self._job_dir().rstrip("/"), jid)
-        res = self._low_level_execute_command("cat %s" % shlex.quote(path), sudoable=True)
+        res = self._low_level_execute_command("cat %s" % shlex.quote(self._job_file(jid)), sudoable=True)
         if res.get("rc") != 0:
             return False
         try:
@@ -123,8 +125,7 @@ class ActionModule(ActionBase):
         display.display(final_line(host, what, elapsed, status))
         if args["cleanup"] and status.get("finished"):
             # what async_status's cleanup mode does (removes the status file), without a module run
-            path = "%s/%s" % (self._job_dir().rstrip("/"), jid)
-            self._low_level_execute_command("rm -f %s" % shlex.quote(path), sudoable=True)
+            self._low_level_execute_command("rm -f %s" % shlex.quote(self._job_file(jid)), sudoable=True)
         for key, value in status.items():
             if key not in _INTERNAL:
                 result[key] = value

@@ -505,7 +505,7 @@ def build(spec_path: Path, out: Path | None, root: Path, force: bool, verify: bo
             alias_files.append(build_local_wheel(entry, alias_dir))
         # 2. resolve once
         t_res = time.monotonic()
-        pin_file = pinned_dir / f"{spec['arch']}-{spec['release']}.txt" if pinned_dir else None
+        pin_file = pin_path(pinned_dir, spec) if pinned_dir else None
         pinned = lock_entries(pin_file.read_text()) if pin_file and pin_file.is_file() else None
         pins, excludes = resolve(spec, work, alias_dir, find_links, uv, log, pinned)
         t_res = time.monotonic() - t_res
@@ -815,11 +815,16 @@ def pin_problems(pinned: dict, actual: dict) -> list[str]:
     return problems
 
 
+def pin_path(pinned_dir: Path, spec: dict) -> Path:
+    """The lock committed for the spec's release: ``<pinned_dir>/<arch>-<release>.txt``."""
+    return pinned_dir / f"{spec['arch']}-{spec['release']}.txt"
+
+
 def check_pinned(spec_path: Path, out: Path | None, root: Path, pinned_dir: Path) -> str:
     """Compare the wheelhouse's lock with ``<pinned_dir>/<arch>-<release>.txt`` (committed per
     release). Raise naming every package that differs; no pin file: 'unpinned'."""
     spec, _digest, out = target_of(load_spec(spec_path), out, root)
-    pin = pinned_dir / f"{spec['arch']}-{spec['release']}.txt"
+    pin = pin_path(pinned_dir, spec)
     if not pin.is_file():
         return "unpinned"
     lock = out / ("build-lock.txt" if is_source(spec) else "lock.txt")
