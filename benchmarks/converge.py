@@ -349,6 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_record:
         load = f"{data['load_start'][0]}→{data['load_end'][0]}"
 
+        def on_lab_command(series, run, option, values):
+            # the noop and tagged series time a lab that is already up (--inventory, --rounds of the run)
+            return (f"benchmarks/converge.py --series {series} --inventory {run['inventory']} --rounds {run['rounds']} "
+                    f"{option} {','.join(values)}")
+
         def record(benchmark, command, numbers, goal, met, row_load=load):
             bl.append_results_md({"date": data["date"], "benchmark": benchmark, "machine": bl.machine_short(m),
                                   "load": row_load, "command": command, "numbers": numbers, "goal": goal,
@@ -371,8 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio += (f"; this tree ÷ base ({n['base_tree']}) {n['linear_over_base']}×"
                       if "linear_over_base" in n else "")
             record(f"no-op site.yml, {' vs '.join(a.strategies)} (#19), {n['nodes']} nodes",
-                   (f"benchmarks/converge.py --series noop --inventory {n['inventory']} --rounds {n['rounds']} "
-                    f"--strategies {','.join(a.strategies)}"),
+                   on_lab_command("noop", n, "--strategies", a.strategies),
                    f"{each}; ping floor {n['ping_floor_s']} s{ratio}",
                    f"no-op ≤ {NOOP_STRATEGY_GOAL:g}× ping", n["goal_met"])
         if "tagged" in data:
@@ -380,8 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             each = "; ".join(f"--tags {n} {t['seconds'][n]} s (**{t['over_noop'][n]}×**, changed={t['changed'][n]})"
                              for n in a.tagged_roles)
             record("tagged re-runs vs the no-op site.yml (#38 item 7)",
-                   (f"benchmarks/converge.py --series tagged --inventory {t['inventory']} --rounds {t['rounds']} "
-                    f"--tagged-roles {','.join(a.tagged_roles)}"),
+                   on_lab_command("tagged", t, "--tagged-roles", a.tagged_roles),
                    f"no-op {t['seconds']['all']} s (changed={t['changed']['all']}); {each}",
                    f"each ≤ {TAGGED_GOAL:g}× no-op", t["goal_met"])
         if "scale" in data:

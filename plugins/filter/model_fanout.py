@@ -3,23 +3,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fan-out filters of the models role (models_distribution: fabric). Documentation beside this file
 in <name>.yml. The computation is in plugins/module_utils/model_fanout.py; this adapts errors."""
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.filter_errors import reraise_as_filter_error
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain as _plain
 
 _fan = lazy_import.module_utils('model_fanout')
-
-
-def _catch(func):
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except _fan.FanoutError as exc:
-            raise AnsibleFilterError(str(exc)) from exc
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    return wrapper
+_catch = reraise_as_filter_error((_fan, 'FanoutError'))
 
 
 @_catch

@@ -5,24 +5,14 @@
 
 The computation is in plugins/module_utils/model_fetch.py; this file only adapts errors.
 """
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.filter_errors import reraise_as_filter_error
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain as _plain
 
 _fetch = lazy_import.module_utils('model_fetch')
 _node = lazy_import.module_utils('model_node_fetch')
-
-
-def _catch(func):
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except _fetch.FetchError as exc:
-            raise AnsibleFilterError(str(exc)) from exc
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    return wrapper
+_catch = reraise_as_filter_error((_fetch, 'FetchError'))
 
 
 @_catch

@@ -14,6 +14,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.filter_errors import reraise_as_filter_error
 
 _flagcheck = lazy_import.module_utils('flagcheck')
 _memfit = lazy_import.module_utils('memfit')
@@ -53,15 +54,7 @@ def load_shipped(profiles_dir=PROFILES_DIR):
     return shipped
 
 
-def _catch(func):
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except (_profiles.ProfileError, _planner.PlanError, _memfit.MemFitError) as exc:
-            raise AnsibleFilterError(str(exc)) from exc
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    return wrapper
+_catch = reraise_as_filter_error((_profiles, 'ProfileError'), (_planner, 'PlanError'), (_memfit, 'MemFitError'))
 
 
 def _profile_arg(profile, extras=None):

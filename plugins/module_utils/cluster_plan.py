@@ -124,6 +124,18 @@ def paths(prefix=DEFAULT_PREFIX, config_dir=DEFAULT_CONFIG_DIR, release=''):
     }
 
 
+def container_plan(container, release, layout):
+    """A container group's runtime on this host: the image to run (the inventory's digest, else the
+    image the node builds for the release: serve_groups.BUILT_IMAGE:<release>), the venv the build
+    packs, and what the engine reads inside (the model copies and the collection's launchers, read-only;
+    the service home is mounted by llm_server itself)."""
+    if not container:
+        return {}
+    ref = container['image'] or '%s:%s' % (_groups.BUILT_IMAGE, release or 'unreleased')
+    return dict(container, ref=ref, venv=layout['release_venv'],
+                mounts=['%s:%s:ro' % (layout['models'], layout['models']), '%s:%s:ro' % (layout['lib'], layout['lib'])])
+
+
 # Ray's own authentication (Ray >= 2.52): with RAY_AUTH_MODE=token every GCS, raylet and dashboard
 # call carries the cluster's shared token; without it anyone who reaches a Ray port runs code as the
 # service user. Ray reads the token from the file RAY_AUTH_TOKEN_PATH names (never argv, never the
@@ -131,6 +143,11 @@ def paths(prefix=DEFAULT_PREFIX, config_dir=DEFAULT_CONFIG_DIR, release=''):
 # every start; 'disabled' is written out so a later Ray's default does not change a running lab.
 RAY_AUTH_MODES = ('token', 'disabled')
 RAY_AUTH_TOKEN_FILE = 'ray-auth-token'
+
+
+def ray_group_resource(name):
+    """The Ray custom resource every node of serving group `name` offers (host_plan's ray_resources)."""
+    return 'group_%s' % name
 
 
 def ray_auth(mode, config_dir, host=''):
@@ -198,10 +215,16 @@ def _ray_port_set(ports, is_head, gcs_port):
 # An emulation on a machine with fewer GPUs than its nodes need (llmfleet_machine_gpus) shares each
 # GPU between nodes; each vLLM rank then asks for this share of the GPU's memory at most, so that all
 # tenants of one GPU fit (vLLM's --gpu-memory-utilization is a share of the whole GPU, its single
-# tenant's 0.85-0.9 by default). SGLang sizes its KV cache from the memory free when its rank starts
-# (--mem-fraction-static of the whole GPU), so a second rank on the same GPU finds nothing left:
-# the plan refuses an SGLang group on shared GPUs.
+# tenant's 0.85-0.9 by default).
 SHARED_GPU_MEMORY = 0.8
+# SGLang sizes its KV pool differently: the memory free when the rank profiles, less a slack of
+# (1 - --mem-fraction-static) of what was free before its model loaded (SGLang 0.5.17,
+# mem_cache/kv_cache_configurator.py _profile_available_bytes). A share per tenant would leave the
+# second rank on a GPU a negative budget ("Loaded weights leave no GPU memory for the KV cache"), so
+# every tenant keeps the whole SHARED_GPU_MEMORY budget and a token cap (--max-total-tokens, which
+# SGLang applies after that check) bounds what each one allocates: 32768 tokens is 16 requests of
+# the emulation profiles' 2048-token context.
+SHARED_GPU_SGLANG_TOKENS = 32768
 
 
 def _machine_nodes(hostvars, host, order):
@@ -210,7 +233,7 @@ def _machine_nodes(hostvars, host, order):
     return [h for h in order if _get(hostvars, h, 'llmfleet_machine', '') == machine] if machine else []
 
 
-def emulation(host, hostvars, order, gpus_per_node=1, engine=''):
+def emulation(host, hostvars, order, gpus_per_node=1):
     """What node emulation adds to `host` ({} for a real node): the inventory names the machine an
     inventory host runs on (``llmfleet_machine``); two or more hosts on one machine are emulated
     nodes of it, each with its own GPUs (CUDA_VISIBLE_DEVICES: node k of the machine gets GPUs
@@ -218,7 +241,8 @@ def emulation(host, hostvars, order, gpus_per_node=1, engine=''):
     takes ranks with one host hash for one host and would join them over P2P/SHM instead of the
     network transport the real nodes use), its own configuration directory and its own Ray ports.
     Where the inventory says the machine has fewer GPUs (``llmfleet_machine_gpus``) the nodes share
-    them, round robin, each vLLM rank with its share of the memory (SHARED_GPU_MEMORY).
+    them, round robin, each vLLM rank with its share of the memory (SHARED_GPU_MEMORY), each SGLang
+    rank with a token cap (SHARED_GPU_SGLANG_TOKENS).
     A real inventory sets no ``llmfleet_machine`` and gets none of it."""
     machine = _get(hostvars, host, 'llmfleet_machine', '')
     nodes = _machine_nodes(hostvars, host, order)
@@ -252,14 +276,11 @@ def emulation(host, hostvars, order, gpus_per_node=1, engine=''):
                             'or leave it unset: node k gets GPUs from k * llmfleet_gpus_per_node), or set '
                             'llmfleet_machine_gpus where the machine has fewer GPUs than its nodes'
                             % (host, mine, sorted(set(devices(other, k)) & set(mine)), other, machine))
-    if tenants > 1 and engine == 'sglang':
-        raise PlanError('%s: serves SGLang on GPU(s) %s shared with %d other emulated node(s) of machine %r '
-                        '(llmfleet_machine_gpus %d): SGLang sizes its memory from what is free when each rank starts, '
-                        'so the second rank on a GPU finds none; emulate SGLang on a machine with a GPU per node'
-                        % (host, mine, tenants - 1, machine, machine_gpus))
     vllm_args = {'--disable-custom-all-reduce': True}
+    sglang_args = {'--disable-custom-all-reduce': True}
     if tenants > 1:
         vllm_args['--gpu-memory-utilization'] = round(SHARED_GPU_MEMORY / tenants, 2)
+        sglang_args.update({'--mem-fraction-static': SHARED_GPU_MEMORY, '--max-total-tokens': SHARED_GPU_SGLANG_TOKENS})
     return {
         'machine': machine,
         'index': index,
@@ -272,7 +293,7 @@ def emulation(host, hostvars, order, gpus_per_node=1, engine=''):
                 'NCCL_P2P_DISABLE': '1', 'NCCL_SHM_DISABLE': '1'},
         # a real node's engine would never see its peers' GPUs as local: vLLM's custom all-reduce
         # (CUDA IPC between the ranks' GPUs) must not bridge the emulated nodes either
-        'engine_args': {'vllm': vllm_args, 'sglang': {'--disable-custom-all-reduce': True}},
+        'engine_args': {'vllm': vllm_args, 'sglang': sglang_args},
     }
 
 
@@ -392,7 +413,23 @@ def gateway(hostvars, host, cluster, cluster_hosts, head, planned):
     return {'host': where, 'port': port, 'metrics_port': metrics,
             'url': 'http://%s:%s' % (address, port) if address else '',
             'unit': _orphans.GATEWAY_UNIT, 'workers': workers,
-            'models': sorted({w['model_id'] for w in workers})}
+            'models': sorted({w['model_id'] for w in workers}),
+            'rolling': rolling(planned, head)}
+
+
+def rolling(planned, head):
+    """The serving groups upgrade.yml moves one at a time behind the gateway, in that order (the first
+    is the canary): the replicas of a model that two or more groups serve, each drained at the gateway
+    while the others answer. Left to the staged switch: a group on the Ray backend (its ranks are
+    actors of the cluster's Ray, which the switch restarts) and one holding the Ray head (restarting
+    the head's Ray restarts every node's)."""
+    by_model = {}
+    for g in planned:
+        if g['url']:
+            by_model.setdefault(g['served_model_name'], []).append(g)
+    return [{'group': g['name'], 'hosts': list(g['hosts']), 'url': g['url'], 'model_id': model}
+            for model, groups in sorted(by_model.items()) if len(groups) > 1
+            for g in groups if g['backend'] != 'ray' and head not in g['hosts']]
 
 
 def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_hosts, gateway_host=''):
@@ -440,7 +477,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         item.pop('is_head')
     group = _groups.group_of(serve_groups or [], host)
     gpus = _get(hostvars, host, 'llmfleet_gpus_per_node', 1)
-    emulated = emulation(host, hostvars, order, int(gpus) if str(gpus).isdigit() else 1, (profile or {}).get('engine', ''))
+    emulated = emulation(host, hostvars, order, int(gpus) if str(gpus).isdigit() else 1)
     if emulated and profile:
         # the engine flags the emulation adds (emulation()['engine_args']) on top of the profile's own
         extra = emulated['engine_args'].get(profile.get('engine'), {})
@@ -469,6 +506,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     except PlanError as exc:
         raise PlanError('%s: %s' % (host, exc)) from exc
     if serve:
+        serve['container'] = container_plan(serve.get('container'), release, layout)
         # the serve role's firewall of the engine unit, named as the owned set names it (orphans.py)
         fw = _orphans.serve_firewall(serve['unit'], layout['config_dir'], unit_prefix)
         serve['firewall'] = {'unit': fw['unit'][:-len('.service')], 'table': fw['table'][len('inet '):],
@@ -508,6 +546,10 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'paths': layout,
         'env_files': env_files(layout['config_dir'], serve.get('unit', '')),
         'ray_ports': ray_ports(hostvars, host, emulated.get('index', 0)),
+        # the Ray resource that names this node's serving group: a Ray-backend layout's ranks can be
+        # placed on its group's nodes only (arch_<arch> alone let a rank land on another group's
+        # Spark once a cluster had more Sparks than the layout has ranks)
+        'ray_resources': {ray_group_resource(group['name']): 1} if group else {},
         # the unit names the roles install on the node (validate asks systemd about them)
         'units': {'ray': _get(hostvars, host, 'ray_node_unit', _orphans.RAY_UNIT), 'serve_prefix': unit_prefix},
         'emulation': emulated,

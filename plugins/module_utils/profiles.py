@@ -27,13 +27,16 @@ SGLANG_LAUNCHER = "llmfleet_sglang_launch.py"
 FIELDS = {
     "name", "description", "source", "abstract", "extends", "engine", "model", "served_model_name",
     "tensor_parallel_size", "pipeline_parallel_size", "backend", "device", "args", "env",
-    "required_env", "files", "gates", "model_facts",
+    "required_env", "files", "gates", "model_facts", "smoke",
 }
 # Dict-valued fields merge key by key (a key set to null is removed); everything else replaces.
 MERGED_FIELDS = ("args", "env", "gates", "model_facts")
 GATE_FIELDS = {"min_version", "max_version", "values", "on_fail", "fallback", "reason"}
 RULE_FIELDS = {"min_version", "max_version", "allowed", "denied"}
 FILE_FIELDS = {"name", "url", "path", "hf_repo", "hf_file", "hf_revision", "dest", "flag", "sha256"}
+# The smoke check's question and the text its answer must contain (a model that means something: a
+# broken tokenizer or chat template answers, but not this).
+SMOKE_FIELDS = {"prompt", "expect"}
 # Where a profile's file comes from (exactly one; the models role fetches it on the controller).
 FILE_SOURCES = ("url", "path", "hf_repo")
 FACT_FIELDS = {
@@ -224,6 +227,16 @@ def _known_mapping(item, known, where, problems):
     return True
 
 
+def _mapping_field(prof, field, entries, problems):
+    """``prof[field]``, which must be a mapping of ``entries`` (args, env); a problem and {} when not,
+    so the checks that follow read it as empty."""
+    value = prof.get(field)
+    if isinstance(value, dict):
+        return value
+    problems.append(f"field '{field}': expected a mapping of {entries}, got {type(value).__name__}")
+    return {}
+
+
 def _check_versions(item, where, problems):
     """A problem for each of ``item``'s version bounds that does not parse."""
     for key in ("min_version", "max_version"):
@@ -298,10 +311,7 @@ def validate_profile(profile):
     if prof.get("device") not in DEVICES:
         problems.append(f"field 'device': '{prof.get('device')}' is not one of {', '.join(DEVICES)}")
 
-    args = prof.get("args")
-    if not isinstance(args, dict):
-        problems.append(f"field 'args': expected a mapping of flag -> value, got {type(args).__name__}")
-        args = {}
+    args = _mapping_field(prof, "args", "flag -> value", problems)
     for flag, value in args.items():
         where = f"field 'args.{flag}'"
         if not isinstance(flag, str) or not _FLAG.match(flag):
@@ -312,10 +322,7 @@ def validate_profile(profile):
         if value is not None and not isinstance(value, (str, int, float, bool, list, dict)):
             problems.append(f"{where}: unsupported value type {type(value).__name__}")
 
-    env = prof.get("env")
-    if not isinstance(env, dict):
-        problems.append(f"field 'env': expected a mapping of NAME -> value, got {type(env).__name__}")
-        env = {}
+    env = _mapping_field(prof, "env", "NAME -> value", problems)
     for var, value in env.items():
         if not isinstance(var, str) or not _ENV_NAME.match(var):
             problems.append(f"field 'env.{var}': not a valid environment variable name")
@@ -324,6 +331,16 @@ def validate_profile(profile):
         if isinstance(value, (dict, list)) or value is None:
             problems.append(f"field 'env.{var}': expected a scalar value")
     prof["env"] = {k: _env_str(v) for k, v in env.items() if not isinstance(v, (dict, list)) and v is not None}
+
+    smoke = prof.get("smoke")
+    if smoke is not None:
+        if not _known_mapping(smoke, SMOKE_FIELDS, "field 'smoke'", problems):
+            smoke = {}
+        for key in sorted(SMOKE_FIELDS & set(smoke)):
+            if not isinstance(smoke[key], str) or not smoke[key].strip():
+                problems.append(f"field 'smoke.{key}': expected a non-empty string")
+        if "expect" in smoke and "prompt" not in smoke:
+            problems.append("field 'smoke.expect': needs field 'smoke.prompt' (the question it answers)")
 
     required = prof.get("required_env")
     if not isinstance(required, list) or not all(isinstance(v, str) for v in required):

@@ -73,6 +73,17 @@ def clamp_nofile(requested, limits_text):
     return min(requested, hard)
 
 
+def hard_nproc(limits_text):
+    """PID 1's hard 'Max processes' from ``limits_text`` (int), or None where unlimited or unread.
+
+    A container engine picks its own process limit for a container (rootful podman: far above a
+    container host's), and its runtime cannot raise a limit past the hard one it was started with
+    without CAP_SYS_RESOURCE (crun: "setrlimit RLIMIT_NPROC: Operation not permitted"): the engine
+    unit passes the service manager's instead.
+    """
+    return parse_limits(limits_text).get('Max processes', (None, None))[1]
+
+
 def clamp_memlock(requested, limits_text):
     """LimitMEMLOCK= value: ``requested`` ('infinity' or bytes), lowered to PID 1's hard 'Max locked memory'.
 

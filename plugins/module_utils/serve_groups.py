@@ -24,7 +24,10 @@ llmfleet-serve-<served model name>), ``release`` (default llmfleet_release) and 
 ``engine``, which must then equal the profile's (the profile is the one source of the engine), and
 ``replicas`` (default 1): N copies of the group's layout on disjoint slices of its hosts, in inventory
 order, each a group of its own named ``<name>-<i>`` (i = 1..N) with the same profile, port, unit and
-release; the gateway balances the model across them. Groups that share a served model name (replicas,
+release; the gateway balances the model across them. ``runtime`` (default venv): ``container`` runs the
+engine inside an image, ``image`` (pinned by digest, name@sha256:<64 hex>; without it the node builds
+localhost/llmfleet-engine:<release> from the release's wheelhouse), with ``container_engine`` podman or
+docker (default podman). Groups that share a served model name (replicas,
 or groups written out by hand) must serve the same model with the same engine.
 Without llmfleet_serve_groups the cluster has one group, ``default``: its serve_nodes (else its
 Ray nodes) serving llmfleet_serve_profile, as before.
@@ -32,11 +35,19 @@ Ray nodes) serving llmfleet_serve_profile, as before.
 
 import re
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_unit as _serve_unit
 from ansible_collections.llmfleet.cluster.plugins.module_utils.profiles import DEFAULT_PORT
 
 DEFAULT_GROUP = 'default'
 UNIT_PREFIX = 'llmfleet-serve'
-GROUP_KEYS = {'hosts', 'group', 'profile', 'port', 'unit', 'release', 'engine', 'replicas'}
+GROUP_KEYS = {'hosts', 'group', 'profile', 'port', 'unit', 'release', 'engine', 'replicas', 'runtime', 'image',
+              'container_engine'}
+# How a group's engine runs: from the release's venv on the node, or inside a container image
+RUNTIMES = ('venv', 'container')
+CONTAINER_ENGINES = ('podman', 'docker')
+# The image the container runtime builds on the node when the group names none: the release's engine
+# venv installed from the cluster's wheelhouse (roles/serve/tasks/container_image.yml)
+BUILT_IMAGE = 'localhost/llmfleet-engine'
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
 _UNIT = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@-]*$')
 FIX = 'fix llmfleet_serve_groups in the inventory (docs/serving-groups.md)'
@@ -150,6 +161,30 @@ def members(spec, cluster_hosts, groups, default_members):
     return out
 
 
+def _container(group, where, profile):
+    """({engine, image, build} of a container group, or {} for a venv one; the problem, or '')."""
+    runtime = group.get('runtime') or 'venv'
+    if runtime not in RUNTIMES:
+        return {}, '%s.runtime: %r is not a runtime (one of: %s)' % (where, runtime, ', '.join(RUNTIMES))
+    if runtime == 'venv':
+        stray = sorted(k for k in ('image', 'container_engine') if group.get(k))
+        if stray:
+            return {}, '%s: %s set, but runtime is venv (set runtime: container, or drop them)' % (where, ', '.join(stray))
+        return {}, ''
+    engine = group.get('container_engine') or 'podman'
+    if engine not in CONTAINER_ENGINES:
+        return {}, '%s.container_engine: %r is not one of %s' % (where, engine, ', '.join(CONTAINER_ENGINES))
+    image = group.get('image') or ''
+    if image and not _serve_unit.image_digest(image):
+        return {}, ('%s.image: %r is not pinned by digest: a tag can move under a running cluster; name it as '
+                    'name@sha256:<64 hex> (podman/docker image inspect --format {{.Digest}})' % (where, image))
+    if profile.get('backend') == 'ray':
+        return {}, ('%s.runtime: container, but profile %s runs on the Ray backend, whose ranks are actors of the '
+                    "node's Ray (run from the venv): serve it with runtime venv, or a profile of backend mp/native"
+                    % (where, profile.get('name') or profile.get('model')))
+    return {'engine': engine, 'image': image, 'build': not image}, ''
+
+
 def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addresses=None):
     """The cluster's serving groups, head first in each, as a list (sorted by group name).
 
@@ -158,7 +193,8 @@ def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addre
       llmfleet_release).
     addresses: {host: the address its API binds} (serve_host, else llmfleet_fabric_ip); gives url.
     Each item: name, hosts, head, nnodes, profile, engine, backend, device, served_model_name,
-      tensor_parallel_size, pipeline_parallel_size, port, unit, release, url ('' without an address).
+      tensor_parallel_size, pipeline_parallel_size, port, unit, release, url ('' without an address),
+      runtime (venv or container) and container ({engine, image, build}; {} for a venv group).
     """
     addresses = addresses or {}
     spec = spec or {}
@@ -190,6 +226,9 @@ def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addre
             problems.append('%s.unit: %r is not a systemd unit name' % (where, unit))
         release = group.get('release') or defaults.get('release') or ''
         hosts = hosts_of[name]
+        container, problem = _container(group, where, prof)
+        if problem:
+            problems.append(problem)
         out.append({
             'name': name, 'hosts': hosts, 'head': hosts[0], 'nnodes': len(hosts),
             'profile': prof_name, 'engine': engine, 'backend': prof.get('backend'),
@@ -199,6 +238,7 @@ def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addre
             'port': port, 'unit': unit, 'release': release,
             'url': 'http://%s:%s' % (addresses[hosts[0]], port) if addresses.get(hosts[0]) else '',
             'replica': replica, 'replicas': replicas, 'model': prof.get('model'),
+            'runtime': 'container' if container else 'venv', 'container': container,
         })
     by_name = {}
     for g in out:

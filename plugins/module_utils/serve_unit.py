@@ -9,6 +9,7 @@ no-op. Secrets live only in the env file (0600), never in argv or the unit.
 """
 import hashlib
 import json
+import os
 import shlex
 
 HASH_MARK = '# llmfleet-serve-hash: '
@@ -95,6 +96,78 @@ def render_unit(name, argv, user, group, env_files, workdir, description, digest
         lines.append('ReadWritePaths=%s' % workdir)
     lines += ['', '[Install]', 'WantedBy=multi-user.target', '']
     return '\n'.join(lines)
+
+
+# A digest-pinned image reference (name@sha256:<64 hex>) or a local image ID (sha256:<64 hex>): a tag
+# can move, a digest cannot, so what a unit runs is what the inventory (or the image build) named.
+IMAGE_DIGEST_CHARS = frozenset('0123456789abcdef')
+
+
+def image_digest(image):
+    """The sha256 digest an image reference pins ('' when it pins none, e.g. a bare tag)."""
+    image = str(image or '')
+    _name, sep, digest = image.rpartition('sha256:')
+    if not sep or len(digest) != 64 or not set(digest) <= IMAGE_DIGEST_CHARS:
+        return ''
+    if _name and not _name.endswith('@'):
+        return ''
+    return digest
+
+
+def env_names(text):
+    """The variable names an EnvironmentFile= defines (comments and blank lines skipped), in order."""
+    names = []
+    for line in (text or '').splitlines():
+        line = line.strip()
+        if not line or line.startswith(('#', ';')) or '=' not in line:
+            continue
+        name = line.split('=', 1)[0].strip()
+        if name.startswith('export '):
+            name = name[len('export '):].strip()
+        if name and name not in names:
+            names.append(name)
+    return names
+
+
+def container_argv(name, argv, container, env_names_, user_ids, workdir, limit_nofile=20000, limit_memlock='infinity',
+                   limit_nproc=None):
+    """The container engine's command line that runs ``argv`` inside ``container['image']``.
+
+    The unit keeps its EnvironmentFile= lines: systemd loads every value (quoted as systemd quotes
+    them) into the container engine's environment, and ``--env NAME`` (a name, never a value) passes
+    each into the container, so a secret stays out of argv and of the engine's own env-file parser
+    (podman and docker take an --env-file's quotes literally). Host network and IPC as the engines'
+    multi-node setups need them (NCCL over the fabric NIC, /dev/shm shared with Ray), memlock
+    unlimited for RDMA (the unit's limit), the service user's uid:gid inside, ``--cgroups=disabled`` on
+    podman so the engine stays in the unit's cgroup (MemoryMax=, the stop's SIGKILL of the whole cgroup)."""
+    engine = container.get('engine') or 'podman'
+    podman = os.path.basename(engine).startswith('podman')
+    # the unit's own limits (llm_server lowers them to PID 1's where those are lower: a container
+    # asking for more than its engine may grant fails at create)
+    memlock = '-1' if str(limit_memlock) == 'infinity' else str(limit_memlock)
+    # podman's --replace: a container of this name left by a killed run would refuse the start
+    out = [engine, 'run', '--rm'] + (['--replace'] if podman else []) + [
+        '--name', name, '--network', 'host', '--ipc', 'host',
+        '--ulimit', 'memlock=%s:%s' % (memlock, memlock), '--ulimit', 'nofile=%d:%d' % (limit_nofile, limit_nofile),
+        '--user', user_ids, '--workdir', workdir, '--volume', '%s:%s' % (workdir, workdir)]
+    if limit_nproc:
+        # the service manager's hard process limit (raynet.hard_nproc): the engine's own default can be
+        # above it, which the runtime may not raise to (crun's setrlimit EPERM)
+        out += ['--ulimit', 'nproc=%d:%d' % (limit_nproc, limit_nproc)]
+    if podman:
+        out += ['--cgroups', 'disabled']
+    for mount in container.get('mounts') or []:
+        out += ['--volume', mount]
+    for device in container.get('devices') or []:
+        out += ['--device', device]
+    if container.get('gpus'):
+        # the NVIDIA container toolkit's CDI names (podman) / its --gpus flag (docker)
+        out += ['--device', 'nvidia.com/gpu=all'] if podman else ['--gpus', 'all']
+    for env_name in env_names_:
+        out += ['--env', env_name]
+    out.append(container['image'])
+    out += list(argv)
+    return out
 
 
 def installed_hash(unit_text):

@@ -199,12 +199,19 @@ def inspect(text, patch):
     return result
 
 
+def _inspect_expecting(text, patch, state, verb):
+    """inspect(text, patch) when the file is in ``state``; else PatchError saying why ``verb`` cannot
+    be done (apply needs an unpatched file, revert a patched one)."""
+    info = inspect(text, patch)
+    if info['state'] != state:
+        raise PatchError('cannot %s %s: the file is %s (%s)'
+                         % (verb, patch['id'], info['state'], '; '.join(info['reasons']) or 'no reason'))
+    return info
+
+
 def apply(text, patch):
     """The patched text of an unpatched ``text``; PatchError otherwise."""
-    info = inspect(text, patch)
-    if info['state'] != 'unpatched':
-        raise PatchError('cannot apply %s: the file is %s (%s)'
-                         % (patch['id'], info['state'], '; '.join(info['reasons']) or 'no reason'))
+    _inspect_expecting(text, patch, 'unpatched', 'apply')
     new = _splice(text, patch['hunks'], 'find', 'replace')
     check = inspect(new, patch)
     if check['state'] != 'patched' or check['original'] != text:
@@ -215,11 +222,7 @@ def apply(text, patch):
 
 def revert(text, patch):
     """The original text of a patched ``text``; PatchError otherwise."""
-    info = inspect(text, patch)
-    if info['state'] != 'patched':
-        raise PatchError('cannot revert %s: the file is %s (%s)'
-                         % (patch['id'], info['state'], '; '.join(info['reasons']) or 'no reason'))
-    return info['original']
+    return _inspect_expecting(text, patch, 'patched', 'revert')['original']
 
 
 def plan(text, patch, state='present'):

@@ -28,8 +28,8 @@ def node_line(name, node):
 
 
 def endpoint_line(ep):
-    """'Endpoint: URL model NAME engine E backend B nodes N tp T pp P' (unknown fields left out), or for the
-    gateway 'Endpoint: URL model NAME gateway for M1, M2' (models: every model it routes to)."""
+    """'Endpoint: URL model NAME engine E backend B nodes N tp T pp P [runtime container]' (unknown fields
+    left out), or for the gateway 'Endpoint: URL model NAME gateway for M1, M2' (models: every model it routes to)."""
     missing = [k for k in ENDPOINT_KEYS if not ep.get(k)]
     if missing:
         raise SummaryError('endpoint %r lacks %s' % (ep, ', '.join(missing)))
@@ -37,6 +37,9 @@ def endpoint_line(ep):
     for key in ('engine', 'backend', 'nodes', 'tp', 'pp'):
         if ep.get(key) not in (None, ''):
             parts.append('%s %s' % (key, ep[key]))
+    if ep.get('runtime') == 'container':
+        # the engine runs inside an image (llmfleet_serve_groups.<group>.runtime); venv is the default, unsaid
+        parts.append('runtime container')
     if ep.get('models'):
         # the cluster's gateway (roles/gateway): one URL for every model, routed by the request's model
         parts.append('gateway for %s' % ', '.join(ep['models']))

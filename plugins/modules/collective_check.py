@@ -82,7 +82,6 @@ options:
     default: false
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
-  - ansible.builtin.action_common_attributes
 notes:
   - Linux nodes with torch in the engine venv.
 '''

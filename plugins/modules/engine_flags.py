@@ -66,7 +66,7 @@ options:
     default: true
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_cached
-  - ansible.builtin.action_common_attributes
+  - llmfleet.cluster.attributes.read_only
 notes:
   - Runs as the user that may write O(cache_dir) (root under become); the cache file is mode 0644.
   - A cache file is never rewritten; a new engine version gets a new file.

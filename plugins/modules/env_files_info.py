@@ -28,7 +28,6 @@ options:
     default: ''
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
-  - ansible.builtin.action_common_attributes
 seealso:
   - module: llmfleet.cluster.ray_cluster_info
 """

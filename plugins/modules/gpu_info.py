@@ -25,7 +25,6 @@ options:
     type: path
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
-  - ansible.builtin.action_common_attributes
 seealso:
   - module: llmfleet.cluster.rdma_info
 """

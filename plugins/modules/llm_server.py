@@ -103,9 +103,45 @@ options:
     type: bool
     default: false
   hardening:
-    description: Add the systemd sandboxing options.
+    description: Add the systemd sandboxing options (not to a O(container) unit, whose engine sandboxes it).
     type: bool
     default: true
+  container:
+    description:
+      - Run O(argv) inside a container image instead of on the node (the C(container) runtime). The unit
+        runs the container engine in the foreground as root; the engine process inside runs as O(user)'s
+        uid and gid, on the host network and IPC, memlock unlimited.
+      - The container's process limit is the service manager's hard one (C(/proc/1/limits)) where that is
+        finite, since a container engine's own default may be above it and its runtime cannot raise to that.
+      - The unit's environment reaches the container by name (C(--env NAME)), so values never appear in argv.
+      - The image reference is part of the unit's hash, so a new digest restarts the engine and the same
+        one leaves it running.
+    type: dict
+    suboptions:
+      engine:
+        description: The container engine's executable (C(podman) or C(docker), a name or a path).
+        type: str
+        default: podman
+      image:
+        description:
+          - The image, pinned by digest (C(name@sha256:<64 hex>)) or a local image ID (C(sha256:<64 hex>)).
+          - It must be present on the node (pulled or loaded before); the module fails naming it otherwise.
+        type: str
+        required: true
+      mounts:
+        description: Further C(--volume) arguments (C(src:dst[:ro])), e.g. the model directory read-only.
+        type: list
+        elements: str
+        default: []
+      devices:
+        description: C(--device) arguments (C(/dev/infiniband) where RDMA is up).
+        type: list
+        elements: str
+        default: []
+      gpus:
+        description: Give the container every GPU (NVIDIA container toolkit).
+        type: bool
+        default: false
   health_url:
     description: Base URL of the API (C(http://ip:port)) on the API node; empty on headless nodes.
     type: str
@@ -138,6 +174,16 @@ options:
     description: Send one chat completion after the server is ready.
     type: bool
     default: true
+  smoke_prompt:
+    description: The smoke completion's user message.
+    type: str
+    default: Say hello.
+  smoke_expect:
+    description:
+      - Text the smoke answer (content or reasoning) must contain, e.g. C(Paris) for a question with a known
+        answer; the module fails naming the answer when it does not. Empty checks nothing but that it answers.
+    type: str
+    default: ''
   unit_dir:
     description: Directory of unit files.
     type: path
@@ -169,6 +215,20 @@ EXAMPLES = r'''
     release: sim-vllm-0.32.0-cpu
     health_url: http://10.231.1.11:8000
     served_model_name: tiny-llama
+    api_key: "{{ serve_api_key }}"
+
+- name: Serve the same engine from a container image pinned by digest (the container runtime)
+  llmfleet.cluster.llm_server:
+    name: llmfleet-serve-smollm2
+    argv: [/opt/llmfleet/venvs/current/bin/vllm, serve, /opt/llmfleet/models/smollm2, --port, "8000"]
+    env_files: [/etc/llmfleet/comm.env]
+    secret_env: {VLLM_API_KEY: "{{ serve_api_key }}"}
+    container:
+      engine: podman
+      image: localhost/llmfleet-engine@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945
+      mounts: [/opt/llmfleet/models:/opt/llmfleet/models:ro]
+    health_url: http://10.231.1.16:8000
+    served_model_name: smollm2
     api_key: "{{ serve_api_key }}"
 '''
 
@@ -221,8 +281,10 @@ drained:
   returned: when a running engine was stopped or restarted
 '''
 
+import grp
 import json
 import os
+import pwd
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -324,8 +386,9 @@ class Server:
         return {'running': seen, 'waited': round(time.time() - t0, 1)}
 
     def smoke(self):
-        body = json.dumps({'model': self.p['served_model_name'], 'max_tokens': 8, 'temperature': 0,
-                           'messages': [{'role': 'user', 'content': 'Say hello.'}]})
+        # a known answer needs room for its sentence ("The capital of France is Paris." is 8 tokens)
+        body = json.dumps({'model': self.p['served_model_name'], 'max_tokens': 16 if self.p['smoke_expect'] else 8,
+                           'temperature': 0, 'messages': [{'role': 'user', 'content': self.p['smoke_prompt']}]})
         headers = {'Content-Type': 'application/json'}
         if self.p['api_key']:
             headers['Authorization'] = 'Bearer ' + self.p['api_key']
@@ -338,10 +401,43 @@ class Server:
             self.m.fail_json(msg='smoke completion failed: %s' % exc, **self.journal_result())
         # behind a reasoning parser a short answer is all reasoning and content is null
         reasoning, text = chat_output.parts(chat_output.first_choice(doc, 'message'))
+        expect = self.p['smoke_expect']
+        if expect and expect not in '%s %s' % (text or '', reasoning or ''):
+            self.m.fail_json(msg='smoke completion: asked %r, the answer %r does not contain %r (the profile\'s smoke.expect): '
+                                 'the model serves, but not as it should (weights, tokenizer or chat template)'
+                                 % (self.p['smoke_prompt'], text or reasoning, expect), **self.journal_result())
         return {'text': text, 'reasoning': reasoning, 'latency_s': round(time.time() - t0, 2),
                 'completion_tokens': (doc.get('usage') or {}).get('completion_tokens')}
 
     # ------------------------------------------------------------------ files
+    def container_argv(self, limit_nofile, limit_memlock, limit_nproc=None):
+        """The container engine's command line for the unit; fails naming the image when the node lacks it."""
+        p, c = self.p, self.p['container']
+        # check mode may name an image a run would build or pull first by its reference
+        if not serve_unit.image_digest(c['image']) and not self.m.check_mode:
+            self.m.fail_json(msg='%s: container image %r is not pinned by digest: name it as name@sha256:<64 hex> '
+                                 '(podman/docker image inspect --format {{.Digest}}) or by its image ID'
+                                 % (p['name'], c['image']))
+        # in check mode the engine and the image may be what earlier tasks would have installed
+        engine = self.m.get_bin_path(c['engine'], required=not self.m.check_mode) or c['engine']
+        rc, err = 0, ''
+        if os.path.isabs(engine):
+            rc, _out, err = self.m.run_command([engine, 'image', 'inspect', '--format', '{{.Id}}', c['image']])
+        if rc != 0 and not self.m.check_mode:
+            self.m.fail_json(msg='%s: container image %s is not on this node (%s): load or pull it first '
+                                 '(the container_image tasks of the serve role)' % (p['name'], c['image'], err.strip()))
+        names = []
+        for path in p['env_files']:
+            text = self.read(path.lstrip('-'))
+            names += [n for n in serve_unit.env_names(text) if n not in names]
+        names += [n for n in sorted(dict(p['env'], **p['secret_env'])) if n not in names]
+        try:
+            ids = '%d:%d' % (pwd.getpwnam(p['user']).pw_uid, grp.getgrnam(p['group']).gr_gid)
+        except KeyError as exc:
+            self.m.fail_json(msg='%s: the service user or group is missing on this node: %s' % (p['name'], exc))
+        return serve_unit.container_argv(p['name'], p['argv'], dict(c, engine=engine), names, ids, p['workdir'],
+                                         limit_nofile, limit_memlock, limit_nproc)
+
     def read(self, path):
         try:
             with open(path) as f:
@@ -378,6 +474,13 @@ def main():
             limits_from_pid1=dict(type='bool', default=False),
             stop_timeout=dict(type='int', default=60),
             hardening=dict(type='bool', default=True),
+            container=dict(type='dict', options=dict(
+                engine=dict(type='str', default='podman'),
+                image=dict(type='str', required=True),
+                mounts=dict(type='list', elements='str', default=[]),
+                devices=dict(type='list', elements='str', default=[]),
+                gpus=dict(type='bool', default=False),
+            )),
             health_url=dict(type='str', default=''),
             served_model_name=dict(type='str', default=''),
             api_key=dict(type='str', default='', no_log=True),
@@ -385,6 +488,8 @@ def main():
             drain_timeout=dict(type='int', default=120),
             kill_on_stop=dict(type='bool', default=False),
             smoke=dict(type='bool', default=True),
+            smoke_prompt=dict(type='str', default='Say hello.'),
+            smoke_expect=dict(type='str', default=''),
             unit_dir=dict(type='path', default='/etc/systemd/system'),
             env_dir=dict(type='path', default='/etc/llmfleet'),
         ),
@@ -394,14 +499,19 @@ def main():
     p = module.params
     s = Server(module)
     limit_nofile, limit_memlock = p['limit_nofile'], p['limit_memlock']
+    pid1 = s.read(PID1_LIMITS) or ''  # read once: the unit's limits and a container's process limit
     if p['limits_from_pid1']:
-        pid1 = s.read(PID1_LIMITS) or ''
         limit_nofile = raynet.clamp_nofile(limit_nofile, pid1)
         limit_memlock = raynet.clamp_memlock(limit_memlock, pid1)
-    digest = serve_unit.serve_hash(p['argv'], p['env'], p['release'] + '/' + p['group_hash'], p['secret_env'])
+    argv, user, group, hardening = p['argv'], p['user'], p['group'], p['hardening']
+    if p['container'] and p['state'] in ('started', 'restarted'):
+        argv = s.container_argv(limit_nofile, limit_memlock, raynet.hard_nproc(pid1))
+        # the container engine needs root; the engine inside runs as the service user (container_argv)
+        user, group, hardening = 'root', 'root', False
+    digest = serve_unit.serve_hash(argv, p['env'], p['release'] + '/' + p['group_hash'], p['secret_env'])
     unit_text = serve_unit.render_unit(
-        p['name'], p['argv'], p['user'], p['group'], p['env_files'] + [s.env_path], p['workdir'],
-        p['description'], digest, memory_max=p['memory_max'], hardening=p['hardening'],
+        p['name'], argv, user, group, p['env_files'] + [s.env_path], p['workdir'],
+        p['description'], digest, memory_max=p['memory_max'], hardening=hardening,
         limit_nofile=limit_nofile, limit_memlock=limit_memlock, kill_timeout=p['stop_timeout'])
     try:
         env_text = serve_unit.render_env(dict(p['env'], **p['secret_env']))

@@ -72,7 +72,6 @@ options:
     type: float
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
-  - ansible.builtin.action_common_attributes
 seealso:
   - module: llmfleet.cluster.engine_flags
 """

@@ -19,27 +19,16 @@ description:
   - Returns the job's result with the script's final JSON line parsed into RV(fetch). It does not fail
     when the job failed; the models role turns RV(fetch) into host, cause and fix.
 options:
-  jid:
-    description: The async job id (C(ansible_job_id) of the started task).
-    type: str
-    required: true
   progress_file:
     description: The progress JSON the fetch script rewrites (C({done, total, started, now})).
     type: path
     required: true
-  poll:
-    description: Seconds between polls.
-    type: int
-    default: 10
   timeout:
     description: Seconds to wait in all; the job goes on after it (re-run to wait again).
     type: int
     default: 86400
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.host_wait_action
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.conn
-  - ansible.builtin.action_common_attributes.flow
 attributes:
   check_mode:
     support: none

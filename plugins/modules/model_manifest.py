@@ -29,7 +29,6 @@ options:
     default: true
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
-  - ansible.builtin.action_common_attributes
 """
 
 EXAMPLES = r"""

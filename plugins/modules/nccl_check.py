@@ -83,7 +83,6 @@ options:
     default: 120
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
-  - ansible.builtin.action_common_attributes
 notes:
   - Linux with glibc only (uses C(/proc/self/maps) and C(dladdr)).
 """

@@ -63,7 +63,6 @@ options:
     default: {}
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
-  - ansible.builtin.action_common_attributes
 notes:
   - Linux nodes with Ray in a venv.
   - The probe is a Ray driver; it needs the node to be part of the cluster (run it on the head).

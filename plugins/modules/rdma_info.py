@@ -35,7 +35,6 @@ options:
     default: true
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
-  - ansible.builtin.action_common_attributes
 notes:
   - RV(rdma_devices[].state) is C(Up) only when the interface link is up and, where the port state
     is known, the RDMA port is C(ACTIVE).

@@ -56,7 +56,6 @@ options:
     default: false
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
-  - ansible.builtin.action_common_attributes
 '''
 
 EXAMPLES = r'''

@@ -53,7 +53,6 @@ options:
     default: /usr/bin/python3
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_only
-  - ansible.builtin.action_common_attributes
 seealso:
   - module: llmfleet.cluster.wait_progress
 """
@@ -240,11 +239,16 @@ def main():
         installed_digest=hashlib.sha1(printed.encode('utf-8')).hexdigest() if listing is not None else '',
         cli_checked=(cli or '').strip(), base_python_version='', archive_key='', **state)
     if state['needs_sync'] and p['wheelhouse_name'] and p['release']:
-        rc, out, err = module.run_command([p['base_python'], '-c', "import sys; print('%d.%d' % sys.version_info[:2])"])
-        if rc != 0:
-            module.fail_json(msg='%s: %s cannot tell its version (%s): the venv archive is keyed by it; fix the '
+        # a second try: on a node loaded to ~100 runnable tasks per core (an upgrade under load on the
+        # sim) the interpreter once exited 0 with nothing on stdout
+        for _attempt in range(3):
+            rc, out, err = module.run_command([p['base_python'], '-c', "import sys; print('%d.%d' % sys.version_info[:2])"])
+            if rc == 0 and to_native(out).strip():
+                break
+        if rc != 0 or not to_native(out).strip():
+            module.fail_json(msg='%s: %s cannot tell its version (rc %s, %r): the venv archive is keyed by it; fix the '
                                  'interpreter or set python_env_venv_archives=false'
-                                 % (socket.gethostname(), p['base_python'], to_native(err).strip() or rc), **result)
+                                 % (socket.gethostname(), p['base_python'], rc, to_native(err).strip()), **result)
         result['base_python_version'] = to_native(out).strip()
         result['archive_key'] = venv_archive.archive_key(p['wheelhouse_name'], p['release'], lock_sha1 or 'none',
                                                          result['base_python_version'], venv)

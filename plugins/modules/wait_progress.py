@@ -26,10 +26,6 @@ description:
     and data (for example the engine's journal). It then removes the job's status file (O(cleanup)).
   - In check mode it does not wait (nothing was started) and returns skipped.
 options:
-  jid:
-    description: The async job id (C(ansible_job_id) of the task started with C(poll=0)).
-    type: str
-    required: true
   what:
     description: What runs, as the progress line names it (C(tiny-llama loading), C(vllm source build)).
     type: str
@@ -43,10 +39,6 @@ options:
       ends at its own C(async) limit.
     type: int
     required: true
-  poll:
-    description: Seconds between polls of the job.
-    type: int
-    default: 10
   fast_poll:
     description: Seconds between polls during the first O(fast_window) seconds (a short job is not
       held back by a long O(poll)); 0 turns the fast phase off.
@@ -81,9 +73,6 @@ options:
     default: true
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.host_wait_action
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.conn
-  - ansible.builtin.action_common_attributes.flow
 attributes:
   check_mode:
     support: full

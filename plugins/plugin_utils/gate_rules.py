@@ -669,6 +669,41 @@ def rule_tp_transport(ctx: GateContext) -> t.Iterator[Finding]:
                           tuple(group.hosts), var, tp)
 
 
+def _ray_gpus(ctx: GateContext, host: str) -> int:
+    """The GPUs the host's Ray offers: ray_node_num_gpus where the inventory sets a number, else (its
+    default) llmfleet_gpus_per_node, else 1."""
+    nums = _numbers(ctx.set_value(host, "ray_node_num_gpus"))
+    if nums and len(nums) == 1:
+        return nums[0]
+    gpus = _gpus(ctx, host)
+    return 1 if gpus is None else gpus
+
+
+def rule_ray_placement(ctx: GateContext) -> t.Iterator[Finding]:
+    # vLLM's Ray executor (vllm/v1/executor/ray_utils.py initialize_ray_cluster) asks Ray for one
+    # {GPU: 1} bundle per rank, packed, only rank 0's pinned to the engine's own node; SGLang's Ray
+    # launcher does the same. Ray knows nothing of the GPUs an engine outside Ray holds, nor of where a
+    # group's weights were copied, so any other Ray node offering a GPU can receive a rank of the group.
+    for cluster, group, _name, profile in ctx.groups:
+        if profile.get("backend") != "ray" or _device(profile) == "cpu":
+            continue  # the CPU build places by the custom resource of its group (the plan's ray_resources)
+        ray_nodes = ctx.inv.in_cluster(ctx.inv.ray_nodes, cluster)
+        others = [h for h in ray_nodes if h not in group.hosts and _ray_gpus(ctx, h) > 0]
+        if not others:
+            continue
+        serving = [g.label(cluster) for c, g, _n, _p in ctx.groups
+                   if c == cluster and g is not group and set(g.hosts) & set(others)]
+        yield Finding(_names(others), f"{group.label(cluster)} runs on the Ray backend, and Ray offers GPUs on "
+                      f"{_names(others)} outside it{' (' + '; '.join(serving) + ')' if serving else ''}: the Ray "
+                      "executor places each rank on any node with a free GPU (one {GPU: 1} bundle per rank, "
+                      "PACK), so a rank can start where the group's weights are not and another engine "
+                      "holds the GPU",
+                      f"set ray_node_num_gpus: 0 on {_names(others)} where their engines run outside Ray (backend "
+                      "mp or native); two Ray-backend groups need a Ray cluster each (llmfleet_cluster), or "
+                      "serve them with backend mp",
+                      tuple(others), "ray_node_num_gpus", {h: _ray_gpus(ctx, h) for h in others})
+
+
 def _node_memory(ctx: GateContext, hosts: t.Sequence[str], device: str) -> float | None:
     """The memory one node of the group offers (the smallest): serve_memory_fit_node_memory_gib, else the
     unified pool of its platform; None where it cannot be told before the hosts are read."""
@@ -1019,6 +1054,10 @@ RULES: tuple[Rule, ...] = (
          "a serving group whose TP spans its nodes has RoCE on every node (the platform's, or fabric_transport) and "
          "one GPU arch: the planner's rule (module_utils/planner.py), with the transport the platforms imply",
          rule_tp_transport),
+    Rule("ray_placement", "Ray places ranks in their group",
+         "a GPU serving group on the Ray backend shares its Ray cluster with no other node that offers Ray GPUs "
+         "(ray_node_num_gpus, default llmfleet_gpus_per_node): the Ray executor takes any node's free GPU for a "
+         "rank", rule_ray_placement),
     Rule("memory_fit", "the model fits its serving nodes",
          "weights + KV cache + activations per node of each serving group fit the platform's unified memory (or "
          "serve_memory_fit_node_memory_gib) with the host's floor left (module_utils/memfit.py, from the profile's "

@@ -248,7 +248,7 @@ phase_models_real() {
   if [[ ! -f /opt/llmfleet/models/smollm2-135m-instruct/config.json && -f $XFER/models/SmolLM2-135M-Instruct.Q4_1.gguf ]]; then
     log "SmolLM2-135M-Instruct from the carried GGUF"
     "$PY" -m pip install -q --no-index --no-deps --target /root/gpu-gguf "$XFER"/models/gguf-*.whl >>"$RES/run.log" 2>&1
-    PYTHONPATH=/root/gpu-gguf timeout 300 "$PY" "$REPO/tests/gpu/gguf_to_hf.py" "$XFER/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
+    PYTHONPATH=/root/gpu-gguf timeout 300 "$PY" "$REPO/roles/models/files/gguf_to_hf.py" "$XFER/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
       /opt/llmfleet/models/smollm2-135m-instruct >>"$RES/run.log" 2>&1 || log "SmolLM2 conversion failed"
   fi
   id "$user" >/dev/null 2>&1 && chown -R "$user" /opt/llmfleet/models

@@ -141,11 +141,15 @@ def lab_index(name: str) -> int:
 
 
 def nodes_for(count: int) -> list[dict]:
-    """spark1..sparkK + thor1..thorK (half GB10, half Thor), as in the notes' lab."""
+    """Up to four: spark1..sparkK + thor1..thorK (half GB10, half Thor), as in the notes' lab. More:
+    those four keep their places (and addresses), then spark3, thor3, spark4, ... (the sim's
+    replicas of the real model run on spark3 and thor3)."""
     if count < 2:
         raise SystemExit("--nodes must be at least 2")
-    sparks = (count + 1) // 2
-    names = [f"spark{i}" for i in range(1, sparks + 1)] + [f"thor{i}" for i in range(1, count - sparks + 1)]
+    first = min(count, 4)
+    sparks = (first + 1) // 2
+    names = [f"spark{i}" for i in range(1, sparks + 1)] + [f"thor{i}" for i in range(1, first - sparks + 1)]
+    names += [f"{'spark' if k % 2 == 0 else 'thor'}{3 + k // 2}" for k in range(count - first)]
     return [{"name": n, "index": i, "arch": "sm_121" if n.startswith("spark") else "sm_110"}
             for i, n in enumerate(names)]
 
@@ -300,6 +304,20 @@ def wait_booted(container: str, timeout: float = 120) -> None:
     raise SystemExit(f"{container}: systemd did not reach running within {timeout}s")
 
 
+# Nodes that run a container engine inside, for the container runtime's lab check (LLMFLEET_SIM_NESTED=1,
+# `make integration-container`; docs/containers.md): rootful podman in a podman container needs to mount
+# (SYS_ADMIN), make device nodes (MKNOD), fuse where the host has it, and the syscalls the default seccomp
+# profile refuses (without that filter, sshd's audit write for a tty session needs AUDIT_WRITE, or it drops
+# the session); its engine containers run with --cgroups=disabled (llm_server), since this lab's nodes
+# cannot make cgroups. Off by default: the other checks run on nodes with a fresh node's privileges.
+NESTED_CONTAINER_NODES = {"thor3"} if os.environ.get("LLMFLEET_SIM_NESTED") == "1" else set()
+
+
+def nested_container_args() -> list[str]:
+    args = ["--cap-add", "SYS_ADMIN,MKNOD,AUDIT_WRITE", "--security-opt", "seccomp=unconfined", "--security-opt", "label=disable"]
+    return args + (["--device", "/dev/fuse"] if os.path.exists("/dev/fuse") else [])
+
+
 def up(name: str, count: int, write_inventory: Path | None) -> None:
     ref = build_image()
     key = ssh_key()
@@ -314,8 +332,10 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
     fresh = []
     for n in nodes:
         c = n["container"]
+        nested = nested_container_args() if n["name"] in NESTED_CONTAINER_NODES else []
+        node_config = hashlib.sha256(f"{config}{nested}".encode()).hexdigest()[:12] if nested else config
         st = container_state(c)
-        if st and st["Config"]["Labels"].get("llmfleet.config") != config:
+        if st and st["Config"]["Labels"].get("llmfleet.config") != node_config:
             log(f"{c}: recipe changed, recreating")
             sh("podman", "rm", "-f", "-t", "5", c, capture=True)
             st = None
@@ -325,9 +345,9 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
             st = None
         if st is None:
             sh("podman", "run", "-d", "--name", c, "--hostname", n["name"],
-               "--label", f"llmfleet.lab={name}", "--label", f"llmfleet.config={config}",
+               "--label", f"llmfleet.lab={name}", "--label", f"llmfleet.config={node_config}",
                "--runtime", "runc", "--systemd", "always",
-               "--cap-add", "NET_ADMIN,NET_RAW,SYS_NICE,IPC_LOCK",
+               "--cap-add", "NET_ADMIN,NET_RAW,SYS_NICE,IPC_LOCK", *nested,
                "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096",
                "--shm-size", "2g",
                "--network", f"{mgmt_net}:ip={n['mgmt_ip']}",
@@ -341,6 +361,11 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
     for n in nodes:
         wait_booted(n["container"])
     for n in fresh:
+        # A node recreated on its old addresses has a new MAC: the controller's neighbour entries still
+        # name the old container's, and the first SSH connect timed out (seen: `make integration-container`
+        # recreating thor3). Forget them; the next packet asks again.
+        for ip in (n["mgmt_ip"], n["fabric_ip"]) if shutil.which("ip") else ():
+            sh("ip", "neigh", "flush", "to", ip, check=False, capture=True)
         # A fresh Spark's QSFP port comes up at 1500: only the fabric role may raise it.
         nic = iface_of(n["container"], n["fabric_ip"])
         sh("podman", "exec", n["container"], "ip", "link", "set", "dev", nic, "mtu", "1500")
@@ -348,10 +373,11 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
     target = write_inventory or (STATE / name / "hosts.yml")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(inv)
-    # the generated inventory shares the sim's group_vars (one source of settings)
-    gv = target.parent / "group_vars"
-    if not gv.exists():
-        gv.symlink_to(ROOT / "inventories" / "sim" / "group_vars")
+    # the generated inventory shares the sim's group_vars and host_vars (one source of settings)
+    for kind in ("group_vars", "host_vars"):
+        link = target.parent / kind
+        if not link.exists():
+            link.symlink_to(ROOT / "inventories" / "sim" / kind)
     log(f"lab '{name}' up: {count} nodes ({', '.join(n['name'] for n in nodes)}); inventory {target}")
 
 
@@ -373,7 +399,7 @@ def status(name: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["image", "up", "down", "inventory", "status"])
-    p.add_argument("--nodes", type=int, default=int(os.environ.get("LAB_NODES", 4)))
+    p.add_argument("--nodes", type=int, default=int(os.environ.get("LAB_NODES", 6)))
     p.add_argument("--name", default=os.environ.get("LAB_NAME", "sim"))
     p.add_argument("--inventory", type=Path, help="where `up` writes the inventory")
     p.add_argument("--force", action="store_true", help="rebuild the image even if current")

@@ -1,7 +1,8 @@
-"""The cluster's gateway (roles/gateway) on spark1: one URL for the sim's two serving groups (vLLM on
-the Sparks, SGLang on the Thors), checked with the official `openai` client: every model listed and
-answering (chat, streamed chat, completions) through the one URL, the key checked at the gateway and
-in no process's command line."""
+"""The cluster's gateway (roles/gateway) on spark1: one URL for the sim's serving groups (vLLM on the
+Sparks, SGLang on the Thors, the real SmolLM2 as two replicas on spark3 and thor3), checked with the
+official `openai` client: every model listed and answering (chat, streamed chat, completions) through
+the one URL, the real model's answer to a question with a known answer, both replicas taking requests,
+the key checked at the gateway and in no process's command line."""
 
 import json
 import urllib.error
@@ -15,7 +16,8 @@ from conftest import FABRIC_IP, api_key, node
 UNIT = "llmfleet-gateway"
 BASE_URL = f"http://{FABRIC_IP['spark1']}:8080/v1"
 # the sim's serving groups and their served model names (inventories/sim/group_vars/all.yml)
-MODELS = {"tiny-llama", "tiny-llama-sglang"}
+MODELS = {"tiny-llama", "tiny-llama-sglang", "smollm2"}
+REPLICAS = ("spark3", "thor3")  # smol-1 and smol-2
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,9 @@ def test_the_gateway_runs_unprivileged_on_the_ray_head_only():
     assert env.mode == 0o600 and "LLMFLEET_API_KEY=" in env.content_string
     workers = json.loads(spark1.file("/etc/llmfleet/gateway-workers.json").content_string)
     assert {w["model_id"] for w in workers} == MODELS
-    for name in ("spark2", "thor1", "thor2"):
+    assert sorted(w["url"] for w in workers if w["model_id"] == "smollm2") == [
+        f"http://{FABRIC_IP[h]}:8000" for h in REPLICAS]
+    for name in ("spark2", "thor1", "thor2") + REPLICAS:
         assert not node(name).service(UNIT).is_running
 
 
@@ -47,6 +51,22 @@ def test_every_model_is_listed_and_answers_through_the_one_url(client):
         assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 0
         text = client.completions.create(model=model, prompt="Hello", max_tokens=8)
         assert text.choices and text.usage.completion_tokens > 0
+
+
+def test_the_real_model_answers_paris_from_both_replicas(client):
+    def served():
+        return {h: int(float(node(h).check_output(
+            f"curl -s http://{FABRIC_IP[h]}:8000/metrics | awk '/^vllm:request_success_total/ {{s += $2}} END {{print s + 0}}'")))
+            for h in REPLICAS}
+    before = served()
+    answers = [client.chat.completions.create(
+        model="smollm2", max_tokens=16, temperature=0,
+        messages=[{"role": "user", "content": "What is the capital of France? Answer in one word."}]).choices[0].message.content
+        for _attempt in range(4)]
+    assert all("Paris" in a for a in answers), answers
+    after = served()
+    # round robin across the two replicas: each answered some of the four
+    assert all(after[h] > before[h] for h in REPLICAS), (before, after)
 
 
 def test_a_request_without_the_key_or_for_an_unknown_model_is_refused():

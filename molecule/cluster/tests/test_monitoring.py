@@ -15,6 +15,7 @@ from conftest import FABRIC_IP, MGMT_IP, ROOT, api_headers, node, wait_for
 PROM = f"http://{MGMT_IP['spark1']}:9090"
 DASHBOARD = os.path.join(ROOT, "docs", "monitoring", "llmfleet-dashboard.json")
 UNIT = "llmfleet-serve-tiny-llama"
+HOSTS = tuple(FABRIC_IP)  # every node of the sim (inventories/sim/hosts.yml)
 # the sim's groups and what serves them (inventories/sim/group_vars/all.yml)
 ENDPOINTS = {"sparks": (f"http://{FABRIC_IP['spark1']}:8000", "tiny-llama"),
              "thors": (f"http://{FABRIC_IP['thor1']}:8000", "tiny-llama-sglang")}
@@ -53,9 +54,8 @@ def test_prometheus_lists_every_target_of_the_plan_up():
         return all(t["health"] == "up" for t in targets())
     wait_for(all_up, 90, step=5)
     got = {(t["labels"]["job"], t["labels"]["node"]): t["labels"] for t in targets()}
-    hosts = ("spark1", "spark2", "thor1", "thor2")
-    want = {("engine", "spark1"), ("engine", "thor1"), ("prometheus", "spark1"), ("gateway", "spark1")} | {
-        (job, h) for job in ("ray", "node") for h in hosts}
+    want = {("engine", "spark1"), ("engine", "thor1"), ("engine", "spark3"), ("engine", "thor3"),
+            ("prometheus", "spark1"), ("gateway", "spark1")} | {(job, h) for job in ("ray", "node") for h in HOSTS}
     assert set(got) == want, sorted(got)
     assert all(labels["cluster"] == "sim" for labels in got.values())
     want_thor1 = {"group": "thors", "rank": "0", "engine": "sglang", "instance": f"{FABRIC_IP['thor1']}:8000"}
@@ -70,11 +70,12 @@ def test_both_engines_series_ray_and_node_are_there():
     for expr in ('count({__name__=~"vllm:.+", group="sparks"})', 'count({__name__=~"sglang:.+", group="thors"})',
                  'count({__name__=~"ray_.+", job="ray"}) by (node)', 'llmfleet:engine_rank_up'):
         assert query(expr), expr
-    assert len(query('count({__name__=~"ray_.+", job="ray"}) by (node)')) == 4
+    assert len(query('count({__name__=~"ray_.+", job="ray"}) by (node)')) == len(HOSTS)
     # the gateway's router: its own series, scraped on the Ray head (roles/gateway, job gateway)
     assert query('count({__name__=~"sgl_router_.+", job="gateway", node="spark1"})')
     ranks = {(r["metric"]["group"], r["metric"]["rank"]): r["value"][1] for r in query("llmfleet:engine_rank_up")}
-    assert ranks == {("sparks", "0"): "1", ("sparks", "1"): "1", ("thors", "0"): "1", ("thors", "1"): "1"}
+    assert ranks == {("sparks", "0"): "1", ("sparks", "1"): "1", ("thors", "0"): "1", ("thors", "1"): "1",
+                     ("smol-1", "0"): "1", ("smol-2", "0"): "1"}
 
 
 def test_the_firewall_keeps_node_exporter_to_the_nodes():

@@ -3,9 +3,11 @@
 Release names: A is the inventory's (llmfleet_release: vLLM 0.32.0, variant cpu.yml), B the other real
 vLLM CPU release (0.31.0, cpu-vllm-0.31.0.yml: its own wheelhouse, lock and venv), C a release of A's
 vLLM version (so it passes the gate) whose staged venv gets a patch that makes `vllm serve` raise (a
-release that installs fine and then cannot serve). The sim serves two groups: the Sparks on vLLM
-(release A) and the Thors on SGLang with a release of their own, which an upgrade of llmfleet_release
-leaves serving untouched. The lab ends on B (see the order note below)."""
+release that installs fine and then cannot serve). The sim serves three models: the Sparks' vLLM group
+(release A, the staged switch), the real model's two replicas on spark3 and thor3 (release A, moved one
+at a time behind the gateway: benchmarks/upgrade_under_load.py counts the requests that fail meanwhile)
+and the Thors on SGLang with a release of their own, which an upgrade of llmfleet_release leaves
+serving untouched. The lab ends on B (see the order note below)."""
 import json
 import os
 
@@ -14,6 +16,7 @@ import yaml
 from conftest import ROOT, api_headers, failures, node, recap, run_playbook
 
 UNIT = "llmfleet-serve-tiny-llama"
+REPLICA_UNIT = "llmfleet-serve-smollm2"
 PATCHES = os.path.join(ROOT, "molecule", "cluster", "patches")
 VARIANTS = os.path.join(ROOT, "roles", "python_env", "vars", "variants")
 SIM_VARS = yaml.safe_load(open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml")))
@@ -30,6 +33,7 @@ RELEASE_A = SIM_VARS["llmfleet_release"]  # sim-vllm-0.32.0-cpu
 RELEASE_B = RELEASE_A.replace("vllm-" + VERSION_A, "vllm-" + VERSION_B)  # sim-vllm-0.31.0-cpu: another engine
 RELEASE_C = RELEASE_A + "-broken"  # vLLM 0.32.0 again, broken on purpose after staging
 HOSTS = ("spark1", "spark2")  # the vLLM group, on llmfleet_release
+REPLICAS = ("spark3", "thor3")  # smol-1 and smol-2: the real model's replicas, on llmfleet_release
 THORS = {"thor1": SIM_VARS["llmfleet_serve_groups"]["thors"]["release"],
          "thor2": SIM_VARS["llmfleet_serve_groups"]["thors"]["release"]}
 
@@ -55,6 +59,11 @@ def api_version():
     import urllib.request
     req = urllib.request.Request("http://10.231.1.11:8000/version", headers=api_headers())
     return json.loads(urllib.request.urlopen(req, timeout=60).read())["version"].split("+")[0]
+
+
+def upgrade_report():
+    cluster = SIM_VARS.get("llmfleet_cluster", "default")
+    return json.load(open(os.path.join(ROOT, "reports", f"upgrade-{cluster}.json")))
 
 
 def completion_tokens():
@@ -98,8 +107,9 @@ def test_upgrade_a_to_b_serves_after_and_reports_downtime():
     assert api_version() == VERSION_A
     rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars={"llmfleet_release": RELEASE_B}, timeout=1800)
     assert rc == 0, failures(out)
-    assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
+    assert {h: current(h) for h in HOSTS + REPLICAS} == {h: RELEASE_B for h in HOSTS + REPLICAS}
     assert {h: current(h) for h in THORS} == THORS  # their group's own release: not moved
+    assert {h: engine_version(h) for h in REPLICAS} == {h: VERSION_B for h in REPLICAS}
     # the head restarted on B: the Thors' Ray workers were restarted into its new session at once
     rejoin = out.split("TASK [llmfleet.cluster.ray_node : Rejoin the workers", 1)[1].split("TASK [", 1)[0]
     assert all(f"changed: [{h}]" in rejoin for h in THORS) and "changed: [spark1]" not in rejoin, rejoin
@@ -108,11 +118,12 @@ def test_upgrade_a_to_b_serves_after_and_reports_downtime():
     assert {h: engine_version(h, RELEASE_A) for h in HOSTS} == {h: VERSION_A for h in HOSTS}  # A kept for rollback
     assert api_version() == VERSION_B
     assert completion_tokens() == 8
-    report_hosts_expected = list(HOSTS)
-    cluster = yaml.safe_load(open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml"))).get(
-        "llmfleet_cluster", "default")
-    report = json.load(open(os.path.join(ROOT, "reports", f"upgrade-{cluster}.json")))
-    assert report["from"] == RELEASE_A and report["to"] == RELEASE_B and report["hosts"] == report_hosts_expected
+    report = upgrade_report()
+    assert report["from"] == RELEASE_A and report["to"] == RELEASE_B
+    assert sorted(report["hosts"]) == sorted(HOSTS + REPLICAS) and report["switched"] == list(HOSTS)
+    # the replicas moved one at a time, the canary (smol-1) first, each drained at the gateway
+    assert [(r["group"], r["hosts"], r["failed"]) for r in report["rolling"]] == [
+        ("smol-1", ["spark3"], []), ("smol-2", ["thor3"], [])]
     assert 0 < report["downtime_s"] < 600
     print(f"\nupgrade {RELEASE_A} -> {RELEASE_B}: serving downtime {report['downtime_s']} s")
     assert f"serving downtime {report['downtime_s']} s" in " ".join(out.split())  # the callback wraps
@@ -130,15 +141,32 @@ def test_the_same_upgrade_again_is_a_noop():
     assert node("spark1").check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {UNIT}") == before
 
 
+BROKEN = {"llmfleet_release": RELEASE_C, "engine_patches_dir": PATCHES, "engine_patches_enabled": ["sim-broken-serve"]}
+
+
+def test_a_broken_release_stops_at_the_canary_replica_which_rolls_back():
+    since = {h: node(h).check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {u}")
+             for h, u in (("spark1", UNIT), ("thor3", REPLICA_UNIT))}
+    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars=BROKEN, timeout=1800)
+    assert rc != 0
+    flat = " ".join(out.split())  # the callback wraps long messages
+    assert f"to {RELEASE_C} STOPPED at replica smol-1" in flat and f"ROLLED BACK to {RELEASE_B}" in flat, failures(out)
+    assert "broken on purpose" in flat  # the engine's own error reached the operator
+    # the canary serves B again; the other replica and the staged-switch group were never touched
+    assert {h: current(h) for h in HOSTS + REPLICAS} == {h: RELEASE_B for h in HOSTS + REPLICAS}
+    assert {h: node(h).check_output(f"systemctl show -P ActiveEnterTimestampMonotonic {u}")
+            for h, u in (("spark1", UNIT), ("thor3", REPLICA_UNIT))} == since
+
+
 def test_upgrade_to_a_broken_release_rolls_every_node_back():
-    extra = {"llmfleet_release": RELEASE_C, "engine_patches_dir": PATCHES,
-             "engine_patches_enabled": ["sim-broken-serve"]}
-    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars=extra, timeout=1800)
+    # without the rolling path every moving node takes the staged switch, and a failure rolls all back
+    rc, out, _secs = run_playbook("playbooks/upgrade.yml", extra_vars=dict(BROKEN, upgrade_roll_replicas=False),
+                                  timeout=1800)
     assert rc != 0
     flat = " ".join(out.split())  # the callback wraps long messages
     assert f"to {RELEASE_C} FAILED" in flat and f"ROLLED BACK every node to {RELEASE_B}" in flat
     assert "broken on purpose" in flat  # the engine's own error reached the operator
-    assert {h: current(h) for h in HOSTS} == {h: RELEASE_B for h in HOSTS}
+    assert {h: current(h) for h in HOSTS + REPLICAS} == {h: RELEASE_B for h in HOSTS + REPLICAS}
     assert {h: current(h) for h in THORS} == THORS
     assert {h: engine_version(h) for h in HOSTS} == {h: VERSION_B for h in HOSTS}
     assert {h: engine_version(h, RELEASE_C) for h in HOSTS} == {h: VERSION_A for h in HOSTS}  # C was 0.32.0

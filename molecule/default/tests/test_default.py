@@ -3,7 +3,9 @@ import json
 
 import pytest
 
-EXPECTED_ARCH = {"spark1": "sm_121", "spark2": "sm_121", "thor1": "sm_110", "thor2": "sm_110"}
+# The sim names its nodes by platform (tools/simlab/simlab.py): DGX Spark is GB10 (sm_121),
+# Jetson Thor sm_110; any number of each.
+ARCH_BY_PLATFORM = {"spark": "sm_121", "thor": "sm_110"}
 
 
 def test_service_user_is_unprivileged(host):
@@ -25,7 +27,7 @@ def test_node_identity_matches_inventory(host):
     name = host.backend.get_hostname()
     ident = json.loads(host.file("/etc/llmfleet/node.json").content_string)
     assert ident["host"] == name
-    assert ident["gpu_arch"] == EXPECTED_ARCH[name]
+    assert ident["gpu_arch"] == ARCH_BY_PLATFORM[name.rstrip("0123456789")]
     assert ident["cluster"] == "sim"
     assert ident["ray_role"] == ("head" if name == "spark1" else "worker")
     # the fabric address in the identity is one this node really holds

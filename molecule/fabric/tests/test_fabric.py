@@ -1,8 +1,14 @@
 """The fabric role chose the NIC by IP, set MTU 9000 via netplan, wrote per-host env files."""
+import os
+import sys
+
 import pytest
 
-FABRIC_IP = {"spark1": "10.231.1.11", "spark2": "10.231.1.12", "thor1": "10.231.1.13", "thor2": "10.231.1.14"}
-MGMT_IP = {"spark1": "10.231.0.11", "spark2": "10.231.0.12", "thor1": "10.231.0.13", "thor2": "10.231.0.14"}
+# The addresses come from the sim inventory through the one lab helper (tests/lib/lab.py), so the
+# check follows the lab's size (tools/simlab/simlab.py, LAB_NODES).
+sys.path.insert(0, os.path.join(os.environ.get("MOLECULE_PROJECT_DIRECTORY") or os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "tests", "lib"))
+from lab import FABRIC_IP, MGMT_IP  # noqa: E402 pylint: disable=wrong-import-position
 
 
 def iface_holding(host, ip):

@@ -351,6 +351,25 @@ def _override_profile(f: Fleet, name: str, override: dict[str, t.Any]) -> None:
     f.set_all("llmfleet_serve_profiles_extra", extras)
 
 
+def ray_gpus_outside_the_ray_group(f: Fleet):
+    """The default serving group narrowed to all its nodes but the last (serve_nodes), which stays a Ray
+    node offering its GPU: a Ray-backend group's ranks could be placed there."""
+    group = f.group()
+    _name, profile = f.group_profile()
+    if (profile or {}).get("backend") != "ray" or (profile or {}).get("device") == "cpu":
+        raise NotApplicable("the group is not a GPU group on the Ray backend: Ray places none of its ranks")
+    if group.name is not None:
+        raise NotApplicable("the group is one of llmfleet_serve_groups: serve_nodes does not choose its hosts")
+    if len(group.hosts) < 2:
+        raise NotApplicable("a serving group of one node: no node to leave out")
+    for host in group.hosts[:-1]:
+        if host not in f.groups().get("serve_nodes", []):
+            f.move(host, None, "serve_nodes")
+    if group.hosts[-1] in f.groups().get("serve_nodes", []):
+        f.move(group.hosts[-1], "serve_nodes", None)
+    return group.hosts[-1], "ray_node_num_gpus"
+
+
 def model_too_big(f: Fleet):
     """The group's profile, overridden in the inventory with the facts of a 2-trillion-parameter model."""
     name, profile = f.group_profile()
@@ -385,7 +404,8 @@ def misspelled_flag_in_inventory_profile(f: Fleet, which: int = 0):
         f.set_all("llmfleet_serve_profile", "site-profile")
     else:
         spec = dict(f.value(f.head(), "llmfleet_serve_groups"))
-        spec[group.name] = dict(spec[group.name], profile="site-profile")
+        key = serve_groups.entry(spec, group.name)[0]  # a replica (smol-1) reads its group's entry (smol)
+        spec[key] = dict(spec[key], profile="site-profile")
         f.set_all("llmfleet_serve_groups", spec)
     return group.hosts[0], "llmfleet_serve_profiles_extra"
 
@@ -442,7 +462,7 @@ def gateway_on_a_group_api_port(f: Fleet):
     group = next((g for g in f.view.serving_groups(f.cluster_of(head)) if head in g.hosts), None)
     if group is None:
         raise NotApplicable("the Ray head (the gateway's host) has no engine rank: no API port to take")
-    spec = (f.value(head, "llmfleet_serve_groups") or {}).get(group.name) or {}
+    spec = serve_groups.entry(f.value(head, "llmfleet_serve_groups"), group.name)[1]
     f.set_all("gateway_port", spec.get("port") or f.value(head, "serve_port") or 8000)
     return head, "gateway_port"
 
@@ -456,6 +476,18 @@ def replicas_that_do_not_split(f: Fleet):
     hosts = sum(len(g.hosts) for g in f.view.serving_groups(f.cluster_of(f.head()))
                 if serve_groups.entry(spec, g.name)[0] == base)
     f.set_all("llmfleet_serve_groups", dict(spec, **{base: dict(spec[base], replicas=hosts + 1)}))
+    return f.head(), "llmfleet_serve_groups"
+
+
+def container_image_by_tag(f: Fleet):
+    """The first serving group moved to the container runtime with an image named by a tag (NGC's, as its
+    pages print it): a tag can move under a running cluster."""
+    spec = f.value(f.head(), "llmfleet_serve_groups")
+    if not spec:
+        raise NotApplicable("no llmfleet_serve_groups: the runtime is a serving group's key")
+    base = serve_groups.entry(spec, f.group().name)[0]
+    moved = dict(spec[base], runtime="container", image="nvcr.io/nvidia/vllm:25.09-py3")
+    f.set_all("llmfleet_serve_groups", dict(spec, **{base: moved}))
     return f.head(), "llmfleet_serve_groups"
 
 
@@ -493,6 +525,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("platform", "llmfleet_gpus_per_node above the platform's", more_gpus_than_the_platform),
     Mutation("tp_transport", "TP across the group with one node on sockets", tp_across_a_socket_node,
              says="fabric_transport: socket"),
+    Mutation("ray_placement", "a Ray-backend group narrowed to its nodes but one, which offers its GPU to Ray",
+             ray_gpus_outside_the_ray_group, says="runs on the Ray backend"),
     Mutation("memory_fit", "the group's profile with a 2T-parameter model", model_too_big, says="does not fit"),
     Mutation("engine_flags", "an inventory profile with a misspelled flag", misspelled_flag_in_inventory_profile,
              says="unknown flag"),
@@ -507,6 +541,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("monitoring", "monitoring_server names no node of the cluster", monitoring_elsewhere),
     Mutation("engine_profile", "a group's replicas one more than its hosts", replicas_that_do_not_split,
              says="into equal slices"),
+    Mutation("engine_profile", "a container group's image named by a tag", container_image_by_tag,
+             says="is not pinned by digest"),
     Mutation("gateway", "gateway_host names no node of the cluster", gateway_elsewhere),
     Mutation("gateway", "gateway_port = Ray's GCS port", gateway_on_the_gcs_port),
     Mutation("gateway", "gateway_port = the API port of the gateway host's group", gateway_on_a_group_api_port,

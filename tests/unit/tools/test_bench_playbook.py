@@ -8,16 +8,16 @@ serve` does and records its working directory, and the plotter writes a placehol
 matplotlib here). Everything else is the playbook as it runs on a fleet.
 """
 import csv
-import http.server
 import json
 import os
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
+
+from loopback_http import JsonHandler, serving
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -48,17 +48,10 @@ done
 '''
 
 
-class _Models(http.server.BaseHTTPRequestHandler):
+class _Models(JsonHandler):
     def do_GET(self):  # noqa: N802 (http.server's name)
-        body = json.dumps({"object": "list", "data": [{"id": "tiny-llama", "object": "model"}]}).encode()
-        self.send_response(200 if self.path == "/v1/models" else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(200 if self.path == "/v1/models" else 404,
+                       {"object": "list", "data": [{"id": "tiny-llama", "object": "model"}]})
 
 
 def _script(path, text):
@@ -69,11 +62,8 @@ def _script(path, text):
 
 @pytest.fixture
 def endpoint():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Models)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
+    with serving(_Models) as port:
+        yield port
 
 
 def _playbook_bin():

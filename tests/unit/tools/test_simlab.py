@@ -14,11 +14,18 @@ spec.loader.exec_module(simlab)
 def test_committed_sim_inventory_matches_generator():
     with open(os.path.join(ROOT, "inventories", "sim", "hosts.yml")) as f:
         committed = f.read()
-    assert committed == simlab.inventory_yaml("sim", 4, simlab.SIM_KEY_EXPR)
+    assert committed == simlab.inventory_yaml("sim", 6, simlab.SIM_KEY_EXPR)
+
+
+def test_nodes_past_four_keep_the_first_fours_names_and_addresses():
+    four = {n["name"]: n["fabric_ip"] for n in simlab.layout("sim", 4)}
+    six = {n["name"]: n["fabric_ip"] for n in simlab.layout("sim", 6)}
+    assert four == {"spark1": "10.231.1.11", "spark2": "10.231.1.12", "thor1": "10.231.1.13", "thor2": "10.231.1.14"}
+    assert six == dict(four, spark3="10.231.1.15", thor3="10.231.1.16")
 
 
 def test_layout_scales_and_keeps_one_head():
-    for count in (4, 8, 16):
+    for count in (4, 6, 8, 16):
         inv = yaml.safe_load(simlab.inventory_yaml("scale", count, "/k"))["all"]["children"]
         hosts = list(inv["gb10"]["hosts"]) + list(inv["thor"]["hosts"])
         assert len(hosts) == count

@@ -20,7 +20,9 @@ def test_read_only_fragment_promises_full_check_mode_and_no_diff():
     attrs = load_fragment()["attributes"]
     assert attrs["check_mode"]["support"] == "full"
     assert attrs["diff_mode"]["support"] == "none"
-    assert attrs["platform"] == {"support": "full", "platforms": "posix"}
+    assert attrs["platform"]["support"] == "full" and attrs["platform"]["platforms"] == "posix"
+    # it stands in for ansible.builtin.action_common_attributes, so it describes each attribute too
+    assert all(attr["description"] for attr in attrs.values())
 
 
 def test_info_modules_use_it_and_do_not_redefine_it():
@@ -30,5 +32,5 @@ def test_info_modules_use_it_and_do_not_redefine_it():
         doc = yaml.safe_load(re.search(r"DOCUMENTATION = r('''|\"\"\")(.*?)\1", text, re.S).group(2))
         assert "llmfleet.cluster.attributes.read_only" in doc["extends_documentation_fragment"], name
         assert "attributes" not in doc, name
-        # first, so its values win over action_common_attributes' (platform support N/A there)
-        assert doc["extends_documentation_fragment"][0] == "llmfleet.cluster.attributes.read_only", name
+        # alone: it carries the descriptions ansible.builtin.action_common_attributes would add
+        assert doc["extends_documentation_fragment"] == ["llmfleet.cluster.attributes.read_only"], name

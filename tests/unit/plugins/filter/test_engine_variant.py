@@ -11,24 +11,27 @@ from ansible_collections.llmfleet.cluster.plugins.plugin_utils.serve_group_input
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 with open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml"), encoding="utf-8") as _handle:
     SIM = yaml.safe_load(_handle)
-HOSTS = ["spark1", "spark2", "thor1", "thor2"]
-GROUPS = {"all": HOSTS, "gb10": ["spark1", "spark2"], "thor": ["thor1", "thor2"], "ray_head": ["spark1"],
-          "ray_workers": ["spark2", "thor1", "thor2"], "serve_nodes": ["spark1", "spark2"]}
+HOSTS = ["spark1", "spark2", "thor1", "thor2", "spark3", "thor3"]
+GROUPS = {"all": HOSTS, "gb10": ["spark1", "spark2", "spark3"], "thor": ["thor1", "thor2", "thor3"], "ray_head": ["spark1"],
+          "ray_workers": HOSTS[1:], "serve_nodes": ["spark1", "spark2"]}
 KEYS = ("llmfleet_cluster", "llmfleet_engine", "llmfleet_release", "llmfleet_serve_profile", "llmfleet_serve_groups")
 
 
 def sim(**changes):
     common = {k: SIM[k] for k in KEYS}
-    arch = {"spark1": "sm_121", "spark2": "sm_121", "thor1": "sm_110", "thor2": "sm_110"}
+    arch = {h: "sm_121" if h.startswith("spark") else "sm_110" for h in HOSTS}
     return {h: {**common, "llmfleet_gpu_arch": arch[h], **changes} for h in HOSTS}
 
 
 @pytest.mark.parametrize("changes, release, variants", [
-    # the sim as it is: vLLM 0.32.0 on the Sparks (cpu.yml), SGLang on the Thors (their group's own release)
-    ({}, None, {"spark1": "cpu", "spark2": "cpu", "thor1": "sglang_cpu", "thor2": "sglang_cpu"}),
+    # the sim as it is: vLLM 0.32.0 on the Sparks and the real model's replicas (cpu.yml), SGLang on the
+    # Thors (their group's own release)
+    ({}, None, {"spark1": "cpu", "spark2": "cpu", "thor1": "sglang_cpu", "thor2": "sglang_cpu", "spark3": "cpu",
+                "thor3": "cpu"}),
     # -e llmfleet_release=sim-vllm-0.31.0-cpu: the Sparks install 0.31.0, the Thors keep their group's release
     ({"llmfleet_release": "sim-vllm-0.31.0-cpu"}, None,
-     {"spark1": "cpu-vllm-0.31.0", "spark2": "cpu-vllm-0.31.0", "thor1": "sglang_cpu", "thor2": "sglang_cpu"}),
+     {"spark1": "cpu-vllm-0.31.0", "spark2": "cpu-vllm-0.31.0", "thor1": "sglang_cpu", "thor2": "sglang_cpu",
+      "thor3": "cpu-vllm-0.31.0"}),
     # the release to install given by the caller (upgrade staging)
     ({}, "sim-vllm-0.31.0-cpu", {"spark1": "cpu-vllm-0.31.0", "spark2": "cpu-vllm-0.31.0"}),
     ({"llmfleet_release": "sim-vllm-0.31.0-cpu"}, "sim-vllm-0.32.0-cpu-broken", {"spark1": "cpu"}),

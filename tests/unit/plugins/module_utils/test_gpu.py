@@ -44,32 +44,28 @@ def test_parse_memory(value, expected):
     assert gpu.parse_memory(value) == expected
 
 
+def _first_gpu(name, compute_cap, arch, driver, memory_mib, unified, uuid):
+    """The row parse_query_gpu makes of a fixture's first GPU (index 0)."""
+    return {'index': 0, 'name': name, 'compute_cap': compute_cap, 'arch': arch, 'driver_version': driver,
+            'memory_mib': memory_mib, 'unified_memory': unified, 'uuid': uuid}
+
+
+# the GB10's row, first in both the single-GB10 and the mixed RTX 5090 + GB10 fixtures
+GB10 = _first_gpu('NVIDIA GB10', '12.1', 'sm_121', '580.95.05', None, True, 'GPU-5b1e8f0c-2a41-7d3e-9c61-0f2b7a4d8e19')
+
+
 @pytest.mark.parametrize('name, count, first, arch', [
-    ('gb10_query.csv', 1,
-     {'index': 0, 'name': 'NVIDIA GB10', 'compute_cap': '12.1', 'arch': 'sm_121',
-      'driver_version': '580.95.05', 'memory_mib': None, 'unified_memory': True,
-      'uuid': 'GPU-5b1e8f0c-2a41-7d3e-9c61-0f2b7a4d8e19'},
-     'sm_121'),
+    ('gb10_query.csv', 1, GB10, 'sm_121'),
     ('thor_query.csv', 1,
-     {'index': 0, 'name': 'NVIDIA Thor', 'compute_cap': '11.0', 'arch': 'sm_110',
-      'driver_version': '580.00', 'memory_mib': None, 'unified_memory': True,
-      'uuid': 'GPU-1e7c4b2a-93d5-5f08-a6c2-7b0d3e9f4a61'},
+     _first_gpu('NVIDIA Thor', '11.0', 'sm_110', '580.00', None, True, 'GPU-1e7c4b2a-93d5-5f08-a6c2-7b0d3e9f4a61'),
      'sm_110'),
     ('h100_x8_query.csv', 8,
-     {'index': 0, 'name': 'NVIDIA H100 80GB HBM3', 'compute_cap': '9.0', 'arch': 'sm_90',
-      'driver_version': '550.54.15', 'memory_mib': 81559, 'unified_memory': False,
-      'uuid': 'GPU-3f1a9c2e-6b7d-4e81-a0c5-1d2e3f4a5b60'},
+     _first_gpu('NVIDIA H100 80GB HBM3', '9.0', 'sm_90', '550.54.15', 81559, False, 'GPU-3f1a9c2e-6b7d-4e81-a0c5-1d2e3f4a5b60'),
      'sm_90'),
     ('h200_query.csv', 1,
-     {'index': 0, 'name': 'NVIDIA H200', 'compute_cap': '9.0', 'arch': 'sm_90',
-      'driver_version': '580.159.04', 'memory_mib': 143771, 'unified_memory': False,
-      'uuid': 'GPU-87f8ef9b-1686-3ee9-f286-c006ffe3ff40'},
+     _first_gpu('NVIDIA H200', '9.0', 'sm_90', '580.159.04', 143771, False, 'GPU-87f8ef9b-1686-3ee9-f286-c006ffe3ff40'),
      'sm_90'),
-    ('mixed_rtx5090_gb10_query.csv', 2,
-     {'index': 0, 'name': 'NVIDIA GB10', 'compute_cap': '12.1', 'arch': 'sm_121',
-      'driver_version': '580.95.05', 'memory_mib': None, 'unified_memory': True,
-      'uuid': 'GPU-5b1e8f0c-2a41-7d3e-9c61-0f2b7a4d8e19'},
-     None),   # sm_121 + sm_120: no common arch
+    ('mixed_rtx5090_gb10_query.csv', 2, GB10, None),   # sm_121 + sm_120: no common arch
 ])
 def test_parse_query_fixture(name, count, first, arch):
     gpus, malformed = gpu.parse_query_gpu(fixture(name))

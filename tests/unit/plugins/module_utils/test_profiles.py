@@ -78,6 +78,7 @@ def test_shipped_catalogue_is_the_issue_list():
         "qwen3.5-122b-fp8-vllm-pp4",
         "qwen3.5-122b-fp8-vllm-tp2",
         "qwen3.5-35b-a3b-vllm",
+        "sim-smollm2",
         "sim-tiny-llama",
         "sim-tiny-llama-ray-pp2",
         "sim-tiny-llama-ray-tp2",
@@ -101,6 +102,7 @@ def test_shipped_profile_resolves_without_host_and_with_engine_gates(name):
     ("nemotron-super-nvfp4-vllm-pp2", "pipeline_parallel_size", 2),          # via extends
     ("nemotron-super-nvfp4-vllm-pp2", "tensor_parallel_size", 1),
     ("nemotron-super-nvfp4-sglang-pp2", "backend", "ray"),
+    ("sim-smollm2", "smoke", {"prompt": "What is the capital of France? Answer in one word.", "expect": "Paris"}),
     ("nemotron-super-nvfp4-vllm-tp2-1m", "required_env", [
         "VLLM_NVFP4_GEMM_BACKEND", "VLLM_FLASHINFER_ALLREDUCE_BACKEND",
         "VLLM_USE_FLASHINFER_MOE_FP4", "VLLM_ALLOW_LONG_MAX_MODEL_LEN"]),
@@ -211,6 +213,10 @@ GOOD = {"name": "t", "engine": "vllm", "model": "org/model", "backend": "ray",
     ({"model_facts": {"params": "lots"}}, "field 'model_facts.params': expected a number"),
     ({"model_facts": {"parameters": 1}}, "field 'model_facts.parameters': unknown"),
     ({"host": "0.0.0.0"}, "unknown field 'host'"),
+    ({"smoke": "Paris"}, "field 'smoke': expected a mapping"),
+    ({"smoke": {"prompt": "Capital of France?", "answer": "Paris"}}, "field 'smoke': unknown key 'answer'"),
+    ({"smoke": {"expect": "Paris"}}, "field 'smoke.expect': needs field 'smoke.prompt'"),
+    ({"smoke": {"prompt": "", "expect": "Paris"}}, "field 'smoke.prompt': expected a non-empty string"),
 ])
 def test_validation_errors(change, message):
     with pytest.raises(P.ProfileError) as err:
@@ -231,22 +237,21 @@ def test_validation_reports_every_problem_at_once():
 VLLM_GATES = CATALOGUE["_vllm"]["gates"]
 
 
+# each gated (flag, value) once, with the gate's verdict per engine version (True: the gate refuses it)
+VLLM_GATE_VERDICTS = [
+    ("--swap-space", 0, {"0.17.1": False, "0.18.0": True, None: False}),     # None: no version, no gating
+    ("--attention-backend", "TRITON_ATTN", {"0.12.0": True, "0.13.0": False}),
+    ("--moe-backend", "marlin", {"0.16.0": True, "0.17.0": False}),
+    ("--reasoning-parser", "super_v3", {"0.11.0": True, "0.12.0": False}),
+    ("--reasoning-parser", "qwen3", {"0.11.0": False}),
+    ("--mamba-ssm-cache-dtype", "float16", {"0.11.0": True, "0.13.0": False}),
+    ("--mamba-ssm-cache-dtype", "bfloat16", {"0.20.0": True, "0.22.1": False}),
+    ("--mamba-ssm-cache-dtype", "auto", {"0.11.0": False}),
+]
+
+
 @pytest.mark.parametrize("flag, value, version, fails", [
-    ("--swap-space", 0, "0.17.1", False),
-    ("--swap-space", 0, "0.18.0", True),
-    ("--swap-space", 0, None, False),                    # no version: no gating
-    ("--attention-backend", "TRITON_ATTN", "0.12.0", True),
-    ("--attention-backend", "TRITON_ATTN", "0.13.0", False),
-    ("--moe-backend", "marlin", "0.16.0", True),
-    ("--moe-backend", "marlin", "0.17.0", False),
-    ("--reasoning-parser", "super_v3", "0.11.0", True),
-    ("--reasoning-parser", "qwen3", "0.11.0", False),
-    ("--reasoning-parser", "super_v3", "0.12.0", False),
-    ("--mamba-ssm-cache-dtype", "float16", "0.11.0", True),
-    ("--mamba-ssm-cache-dtype", "float16", "0.13.0", False),
-    ("--mamba-ssm-cache-dtype", "bfloat16", "0.20.0", True),
-    ("--mamba-ssm-cache-dtype", "bfloat16", "0.22.1", False),
-    ("--mamba-ssm-cache-dtype", "auto", "0.11.0", False),
+    (flag, value, version, fails) for flag, value, verdicts in VLLM_GATE_VERDICTS for version, fails in verdicts.items()
 ])
 def test_vllm_gates(flag, value, version, fails):
     problem = P.check_gate(flag, value, VLLM_GATES[flag], "vllm", version)

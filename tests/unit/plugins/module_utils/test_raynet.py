@@ -98,3 +98,14 @@ def test_filters_exposed():
     assert f['nofile_clamp'](65536, fixture('controller_pid1.txt')) == 32768
     assert f['ray_engine_env']('ray', '127.0.0.2', 6379) == {'RAY_ADDRESS': '127.0.0.2:6379'}
     assert f['ray_node_ip_problem']('127.0.0.1')
+
+
+@pytest.mark.parametrize('limits, want', [
+    ('controller_pid1.txt', 96365),            # a real /proc/1/limits
+    ('Limit Soft Limit Hard Limit Units\nMax processes 4096 4096 processes\n', 4096),  # the sim's nodes (podman --ulimit)
+    ('Limit Soft Limit Hard Limit Units\nMax processes unlimited unlimited processes\n', None),
+    (None, None),                              # unreadable: nothing to pass on
+])
+def test_hard_nproc(limits, want):
+    text = fixture(limits) if limits and limits.endswith('.txt') else (limits or '')
+    assert raynet.hard_nproc(text) == want

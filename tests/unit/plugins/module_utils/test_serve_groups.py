@@ -26,7 +26,7 @@ def test_no_groups_is_one_default_group_as_before():
                  "engine": "vllm", "backend": "mp", "device": "cpu", "served_model_name": "tiny-llama",
                  "tensor_parallel_size": 2, "pipeline_parallel_size": 1, "port": 8000,
                  "unit": "llmfleet-serve-tiny-llama", "release": "r-vllm", "url": "",
-                 "replica": 1, "replicas": 1, "model": "/m"}
+                 "replica": 1, "replicas": 1, "model": "/m", "runtime": "venv", "container": {}}
 
 
 # ---- replicas: N copies of a layout on disjoint slices of the group's hosts
@@ -143,3 +143,33 @@ def test_every_variant_named_by_the_rule_exists():
 def test_variant_needs_an_arch_on_gpu():
     with pytest.raises(sg.ServeGroupError, match="set llmfleet_gpu_arch"):
         sg.variant_name("sglang", "gpu", None)
+
+
+# ---- runtime: venv (default) or container
+DIGEST = "nvcr.io/nvidia/vllm@sha256:" + "0f" * 32
+RAY = dict(PROFILES["vl"], name="ray", backend="ray")
+
+
+@pytest.mark.parametrize("entry, container", [
+    ({"runtime": "container"}, {"engine": "podman", "image": "", "build": True}),
+    ({"runtime": "container", "image": DIGEST, "container_engine": "docker"},
+     {"engine": "docker", "image": DIGEST, "build": False}),
+    ({"runtime": "venv"}, {}),
+])
+def test_a_group_runs_from_its_venv_or_a_container(entry, container):
+    (g,) = plan({"sparks": dict({"group": "gb10"}, **entry)})
+    assert g["container"] == container and g["runtime"] == ("container" if container else "venv")
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"runtime": "docker"}, "llmfleet_serve_groups.a.runtime: 'docker' is not a runtime (one of: venv, container)"),
+    ({"runtime": "container", "image": "nvcr.io/nvidia/vllm:25.09-py3"},
+     "llmfleet_serve_groups.a.image: 'nvcr.io/nvidia/vllm:25.09-py3' is not pinned by digest"),
+    ({"runtime": "container", "container_engine": "lxc"}, "llmfleet_serve_groups.a.container_engine: 'lxc' is not one of"),
+    ({"image": DIGEST}, "llmfleet_serve_groups.a: image set, but runtime is venv"),
+    ({"runtime": "container", "profile": "ray"}, "profile ray runs on the Ray backend"),
+])
+def test_a_container_group_that_cannot_run_stops_naming_group_key_and_value(entry, message):
+    with pytest.raises(sg.ServeGroupError) as err:
+        sg.plan({"a": dict({"group": "gb10"}, **entry)}, HOSTS, GROUPS, ["spark1", "spark2"], dict(PROFILES, ray=RAY), DEFAULTS)
+    assert message in str(err.value)

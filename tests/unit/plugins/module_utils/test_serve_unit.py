@@ -116,3 +116,37 @@ def test_limit_nofile_is_rendered_as_given():
     text = su.render_unit("x", ARGV_RAY, "llmfleet", "llmfleet", [], "/var/lib/llmfleet", "d", "abc",
                           limit_nofile=4096)
     assert "LimitNOFILE=4096" in text.splitlines() and "LimitNOFILE=20000" not in text
+
+
+@pytest.mark.parametrize('image, digest', [
+    ('nvcr.io/nvidia/vllm@sha256:' + 'a' * 64, 'a' * 64),
+    ('sha256:' + 'b' * 64, 'b' * 64),
+    ('nvcr.io/nvidia/vllm:25.09-py3', ''),
+    ('nvcr.io/nvidia/vllm@sha256:' + 'a' * 63, ''),
+    ('repo:sha256:' + 'a' * 64, ''),
+    ('nvcr.io/nvidia/vllm@sha256:' + 'A' * 64, ''),
+    ('', ''),
+])
+def test_image_digest(image, digest):
+    assert su.image_digest(image) == digest
+
+
+def test_env_names_reads_names_only():
+    text = '# Managed\n\nA=1\nexport B="two words"\n; comment\nA=again\nnot a line\nC=\n'
+    assert su.env_names(text) == ['A', 'B', 'C']
+
+
+def test_container_argv_on_docker_has_no_podman_only_flags():
+    container = {'engine': '/usr/bin/docker', 'image': 'i@sha256:' + 'a' * 64, 'gpus': True, 'devices': ['/dev/infiniband']}
+    out = su.container_argv('u', ['vllm', 'serve'], container, ['X'], '1:2', '/var/lib/llmfleet')
+    assert '--replace' not in out and '--cgroups' not in out
+    assert out[out.index('--gpus') + 1] == 'all' and out[out.index('--device') + 1] == '/dev/infiniband'
+    assert out[-3:] == ['i@sha256:' + 'a' * 64, 'vllm', 'serve']
+
+
+@pytest.mark.parametrize('nproc, want', [(4096, ['--ulimit', 'nproc=4096:4096']), (None, [])])
+def test_container_argv_passes_the_hosts_process_limit_only_when_there_is_one(nproc, want):
+    container = {'engine': '/usr/bin/podman', 'image': 'sha256:' + 'c' * 64}
+    out = su.container_argv('u', ['vllm', 'serve'], container, [], '1:2', '/w', limit_nproc=nproc)
+    got = [a for i, a in enumerate(out) if a.startswith('nproc=') or (a == '--ulimit' and out[i + 1].startswith('nproc='))]
+    assert got == want

@@ -23,6 +23,10 @@ RAY = {"node_count": 2, "nodes": [{"ip": "10.231.1.11"}, {"ip": "10.231.1.12"}],
     # the cluster's gateway: one URL, every model it routes to
     ({"url": "http://10.231.1.11:8080/v1", "model": "a", "models": ["a", "b"]},
      "Endpoint: http://10.231.1.11:8080/v1 model a gateway for a, b"),
+    # the container runtime is named; the venv (the default) is not
+    (dict(EP, backend="mp", nodes=1, tp=1, runtime="container"),
+     "Endpoint: http://10.231.1.11:8000/v1 model tiny-llama engine vllm backend mp nodes 1 tp 1 pp 1 runtime container"),
+    (dict(EP, runtime="venv"), "Endpoint: http://10.231.1.11:8000/v1 model tiny-llama engine vllm backend ray nodes 2 tp 2 pp 1"),
 ])
 def test_endpoint_line(ep, line):
     assert s.endpoint_line(ep) == line

@@ -5,6 +5,7 @@ import pytest
 
 
 from ansible_collections.llmfleet.cluster.plugins.modules import llm_server
+from loopback_http import JsonHandler, serving
 from uthelper import run_module
 
 
@@ -128,3 +129,121 @@ def test_limits_from_pid1(monkeypatch, tmp_path, clamp, nofile, memlock, pid1, w
     assert 'LimitNOFILE=%d\n' % want_nofile in res['diff']['after']
     assert 'LimitMEMLOCK=%s\n' % want_memlock in res['diff']['after']
     assert (res['limit_nofile'], res['limit_memlock']) == (want_nofile, want_memlock)
+
+
+# ---- the smoke completion against a real HTTP server answering as an engine's chat API would
+class _Failed(Exception):
+    pass
+
+
+class _Module:
+    """What Server.smoke uses of AnsibleModule: params, fail_json (raises), get_bin_path."""
+    check_mode = True
+
+    def __init__(self, **params):
+        self.params = dict({'name': 'llmfleet-serve-x', 'unit_dir': '/nonexistent', 'env_dir': '/nonexistent',
+                            'api_key': '', 'smoke_prompt': 'Say hello.', 'smoke_expect': ''}, **params)
+
+    def fail_json(self, **kw):
+        raise _Failed(kw['msg'])
+
+    def get_bin_path(self, *_a, **_k):
+        return None
+
+
+@pytest.fixture
+def chat_api():
+    import json
+    seen = []
+
+    class Handler(JsonHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
+            seen.append(body)
+            answer = 'The capital of France is Paris.' if 'France' in body['messages'][0]['content'] else 'Hi there'
+            self.send_json(200, {'choices': [{'message': {'content': answer}}], 'usage': {'completion_tokens': 7}})
+
+    with serving(Handler) as port:
+        yield 'http://127.0.0.1:%d' % port, seen
+
+
+@pytest.mark.parametrize('prompt, expect, passes', [
+    ('What is the capital of France? Answer in one word.', 'Paris', True),
+    ('Say hello.', '', True),                      # no expected text: any answer passes
+    ('Say hello.', 'Paris', False),                # the model answers, but not what it must
+])
+def test_the_smoke_asks_the_profiles_question_and_checks_its_answer(chat_api, prompt, expect, passes):
+    url, seen = chat_api
+    server = llm_server.Server(_Module(health_url=url, served_model_name='smollm2', smoke_prompt=prompt, smoke_expect=expect))
+    if passes:
+        out = server.smoke()
+        assert out['completion_tokens'] == 7 and out['text']
+    else:
+        with pytest.raises(_Failed) as err:
+            server.smoke()
+        assert "does not contain 'Paris'" in str(err.value) and "'Hi there'" in str(err.value)
+    assert seen[-1]['messages'][0]['content'] == prompt
+    assert seen[-1]['max_tokens'] == (16 if expect else 8)
+
+
+IMAGE = 'localhost/llmfleet-engine@sha256:' + 'ab' * 32
+
+
+def stub_podman(bindir, log, images):
+    """A stand-in podman (no container engine in unit tests) that knows `images`; the real one serves
+    the sim's container group (molecule/cluster test_container_runtime.py)."""
+    script = bindir / 'podman'
+    script.write_text('#!/bin/sh\necho "podman $*" >> %s\n'
+                      'case "$*" in\n  "image inspect"*) for i in %s; do [ "$5" = "$i" ] && echo sha256:0 && exit 0; done;'
+                      ' echo "no such image" >&2; exit 125 ;;\nesac\n' % (log, ' '.join(images)))
+    script.chmod(0o755)
+
+
+def container_args(tmp_path, check, image=IMAGE, **extra):
+    env_file = tmp_path / 'comm.env'
+    env_file.write_text('# the comm env\nNCCL_SOCKET_IFNAME=eth1\nVLLM_HOST_IP="10.231.1.16"\n')
+    a = dict(args(tmp_path, check), env_files=[str(env_file), '-' + str(tmp_path / 'absent.env')],
+             secret_env={'VLLM_API_KEY': 'sekret-key'}, user='root', group='root',
+             container=dict({'image': image, 'mounts': ['/m:/m:ro']}, **extra))
+    return a
+
+
+def test_a_container_unit_runs_the_argv_in_the_image_with_the_env_by_name(monkeypatch, tmp_path):
+    bindir, log = stub_systemctl(tmp_path, 'inactive')
+    stub_podman(bindir, log, [IMAGE])
+    res = run(monkeypatch, container_args(tmp_path, True), bindir)
+    assert not res['failed'], res
+    unit = res['diff']['after']
+    exec_start = next(line for line in unit.splitlines() if line.startswith('ExecStart='))
+    argv = exec_start[len('ExecStart='):].split()
+    assert argv[:2] == [str(bindir / 'podman'), 'run'] and '--replace' in argv
+    assert argv[argv.index('--user') + 1] == '0:0'
+    assert argv[argv.index(IMAGE) + 1:] == ['/opt/v/bin/vllm', 'serve', '/m']
+    # every variable by name, in file order, then the unit's own; no value, no secret in argv
+    names = [argv[i + 1] for i, a in enumerate(argv) if a == '--env']
+    assert names == ['NCCL_SOCKET_IFNAME', 'VLLM_HOST_IP', 'RAY_ADDRESS', 'VLLM_API_KEY']
+    assert 'sekret' not in unit and '10.231.1.16' not in exec_start
+    assert '--volume /m:/m:ro' in exec_start and '--network host --ipc host' in exec_start
+    assert 'User=root' in unit and 'ProtectSystem' not in unit
+
+
+def test_a_new_image_digest_changes_the_hash_the_same_one_does_not(monkeypatch, tmp_path):
+    bindir, log = stub_systemctl(tmp_path, 'inactive')
+    other = 'localhost/llmfleet-engine@sha256:' + 'cd' * 32
+    stub_podman(bindir, log, [IMAGE, other])
+    first = run(monkeypatch, container_args(tmp_path, True), bindir)['hash']
+    again = run(monkeypatch, container_args(tmp_path, True), bindir)['hash']
+    moved = run(monkeypatch, container_args(tmp_path, True, image=other), bindir)['hash']
+    assert first == again != moved
+
+
+@pytest.mark.parametrize('image, says', [
+    ('localhost/llmfleet-engine:latest', 'not pinned by digest'),
+    ('nvcr.io/nvidia/vllm@sha256:' + 'ef' * 32, 'is not on this node'),
+])
+def test_an_unpinned_or_absent_image_fails_naming_it(monkeypatch, tmp_path, image, says):
+    bindir, log = stub_systemctl(tmp_path, 'inactive')
+    stub_podman(bindir, log, [IMAGE])
+    res = run(monkeypatch, container_args(tmp_path, False, image=image), bindir)
+    assert res['failed'] and says in res['msg'] and image in res['msg'], res
+    assert not (tmp_path / 'units').exists()

@@ -1,7 +1,5 @@
 """serve_smoke module against a small OpenAI-compatible stand-in on loopback."""
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -9,6 +7,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmfleet.cluster.plugins.modules import serve_smoke
+from loopback_http import JsonHandler, serving
 
 
 class ModuleExit(Exception):
@@ -17,31 +16,20 @@ class ModuleExit(Exception):
         self.result = result
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     key = "sekret"
     tokens = 16
 
-    def log_message(self, *args):  # quiet
-        pass
-
-    def _send(self, code, doc):
-        body = json.dumps(doc).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def _authorized(self):
         if self.headers.get("Authorization") != "Bearer " + self.key:
-            self._send(401, {"error": "Unauthorized"})
+            self.send_json(401, {"error": "Unauthorized"})
             return False
         return True
 
     def do_GET(self):  # noqa: N802
         if self._authorized():
             models = [{"id": m, "object": "model"} for m in ("tiny-llama", "cut", "think", "think-sglang", "mute")]
-            self._send(200, {"object": "list", "data": models})
+            self.send_json(200, {"object": "list", "data": models})
 
     def _stream(self, req):
         # what vLLM sends: a role chunk, content chunks, a finish chunk, then [DONE] (unless the model is "cut")
@@ -69,8 +57,8 @@ class Handler(BaseHTTPRequestHandler):
             message = {"role": "assistant", "content": "hi " * 3}
             if req["model"] in REASONING:
                 message = {"role": "assistant", "content": None, REASONING[req["model"]]: "hm " * 3}
-            self._send(200, {"model": req["model"], "choices": [{"message": message}],
-                             "usage": {"completion_tokens": min(self.tokens, req["max_tokens"])}})
+            self.send_json(200, {"model": req["model"], "choices": [{"message": message}],
+                                 "usage": {"completion_tokens": min(self.tokens, req["max_tokens"])}})
 
 
 # served name -> the field a reasoning parser fills (vLLM >= 0.13: reasoning; SGLang: reasoning_content)
@@ -79,11 +67,8 @@ REASONING = {"think": "reasoning", "think-sglang": "reasoning_content"}
 
 @pytest.fixture(scope="module")
 def server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield "http://127.0.0.1:%d" % srv.server_address[1]
-    srv.shutdown()
+    with serving(Handler) as port:
+        yield "http://127.0.0.1:%d" % port
 
 
 def run(monkeypatch, args):

@@ -222,7 +222,10 @@ def test_inventory_profiles_are_read_like_shipped_ones():
     groups = {**GROUPS, "serve_nodes": ["spark1", "spark2"]}
     good = {"mine": {"extends": "qwen3.5-122b-fp8-vllm-tp2", "args": {"--max-model-len": 8192}}}
     bad = {"mine": {"extends": "qwen3.5-122b-fp8-vllm-tp2", "args": {"--host": "0.0.0.0"}}}
-    lines = check_inventory(lab(common={"llmfleet_serve_profile": "mine", "llmfleet_serve_profiles_extra": good}),
+    # the Thors stay Ray workers without offering their GPUs: TP 2 over Ray places on the Sparks only
+    no_gpus = {"ray_node_num_gpus": 0}
+    lines = check_inventory(lab(common={"llmfleet_serve_profile": "mine", "llmfleet_serve_profiles_extra": good},
+                                thor1=no_gpus, thor2=no_gpus),
                             groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS).lines()
     assert "ok   TP x PP matches the serving group's GPUs (default: TP 2 x PP 1 = 2 GPUs on spark1, spark2)" in lines
     assert not [line for line in lines if line.startswith("FAIL")], lines
@@ -277,3 +280,21 @@ def test_a_pinned_engine_the_sm121_patch_must_cover_but_does_not_fails(version, 
     assert bool(bad) is fails, "\n".join(report.lines())
     if fails:
         assert bad[0].startswith("FAIL spark1, spark2:") and "vllm %s" % version in bad[0]
+
+
+def test_a_ray_group_beside_nodes_offering_gpus_to_ray_fails_naming_them():
+    from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
+        DEFAULT_PROFILES_DIR, load_profiles)
+    profiles = load_profiles(DEFAULT_PROFILES_DIR)
+    groups = {**GROUPS, "serve_nodes": ["spark1", "spark2"]}
+    report = check_inventory(lab(common={"llmfleet_serve_profile": "qwen3.5-122b-fp8-vllm-tp2"}), groups,
+                             profiles=profiles, role_specs=SPECS, variants=VARIANTS)
+    found = [f for c in report.to_dict()["checks"] if c["name"] == "ray_placement" for f in c["findings"]]
+    assert [(f["hosts"], f["variable"], f["value"]) for f in found] == [
+        (["thor1", "thor2"], "ray_node_num_gpus", {"thor1": 1, "thor2": 1})]
+    assert "set ray_node_num_gpus: 0 on thor1, thor2" in found[0]["fix"]
+    # the same layout on vLLM's own multi-node executor: Ray places nothing
+    mp = {"mine": {"extends": "qwen3.5-122b-fp8-vllm-tp2", "backend": "mp"}}
+    report = check_inventory(lab(common={"llmfleet_serve_profile": "mine", "llmfleet_serve_profiles_extra": mp}),
+                             groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS)
+    assert not [f for c in report.to_dict()["checks"] if c["name"] == "ray_placement" for f in c["findings"]]

