@@ -5,12 +5,9 @@
 
 Every `make test` check and engine load on the 2-core controller shares the CPU with what the idle
 lab burns. For each node it sums the CPU ticks of the processes in each `llmfleet-*` unit's cgroup
-over `--seconds`, all nodes in the same window, and the whole lab's containers (cpuacct). It also
-records per node whether the vLLM release it serves carries the SIM-ONLY `sim-cpu-idle-no-spin`
-patch (its marker in the installed `shm_broadcast.py`), so two replicas of one model, one patched,
-give the patch's effect as a same-run ratio (`--pair spark3,thor3`).
+over `--seconds`, all nodes in the same window, and the whole lab's containers (cpuacct).
 
-  ./.venv/bin/python benchmarks/idle_cpu.py [--seconds 120] [--pair spark3,thor3]
+  ./.venv/bin/python benchmarks/idle_cpu.py [--seconds 120]
 
 Writes benchmarks/results/idle_cpu-<stamp>.{json,csv} and a row in RESULTS.md. Only the lab's own
 containers are read (podman exec); nothing is sent to any address.
@@ -26,8 +23,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib as bl  # noqa: E402  (the script runs from anywhere)
 
-MARKER = "llmfleet-patch: sim-cpu-idle-no-spin"
-SHM = "/opt/llmfleet/venvs/current/lib/python3*/site-packages/vllm/distributed/device_communicators/shm_broadcast.py"
 # per unit: its processes (the cgroup of systemd's own hierarchy: cgroup v1 or hybrid nodes), then
 # the sum of their utime + stime in clock ticks
 TICKS = r"""
@@ -56,7 +51,6 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lab", default="sim")
     p.add_argument("--seconds", type=float, default=120.0)
-    p.add_argument("--pair", default="", help="patched,unpatched: two replicas of one model for the same-run ratio")
     a = p.parse_args()
     names = subprocess.run(["podman", "ps", "--filter", f"label=llmfleet.lab={a.lab}", "--format", "{{.Names}}"],
                            text=True, capture_output=True, check=True).stdout.split()
@@ -64,7 +58,6 @@ def main() -> int:
     if not containers:
         raise SystemExit(f"no running containers of lab {a.lab}: make demo first")
     hz = int(subprocess.run(["getconf", "CLK_TCK"], text=True, capture_output=True, check=True).stdout)
-    patched = {n: MARKER in podman(c, f"cat {SHM} 2>/dev/null") for n, c in containers.items()}
     stamp = bl.utc_stamp()
     load0 = bl.loadavg()
     lab0, t0 = bl.lab_cpu_seconds(a.lab), ticks(containers)
@@ -74,25 +67,16 @@ def main() -> int:
     for node in containers:
         for unit in sorted(set(t0[node]) & set(t1[node])):
             pct = 100.0 * (t1[node][unit] - t0[node][unit]) / hz / a.seconds
-            rows.append({"node": node, "unit": unit, "cpu_pct_of_core": round(pct, 2), "no_spin_patch": patched[node]})
+            rows.append({"node": node, "unit": unit, "cpu_pct_of_core": round(pct, 2)})
     lab_pct = round(100.0 * (lab1 - lab0) / a.seconds, 1)
     for r in rows:
-        bl.log("%(node)-7s %(unit)-40s %(cpu_pct_of_core)6.2f %% of a core (no-spin patch: %(no_spin_patch)s)" % r)
+        bl.log("%(node)-7s %(unit)-40s %(cpu_pct_of_core)6.2f %% of a core" % r)
     bl.log(f"whole lab (every container): {lab_pct} % of a core")
     numbers = f"idle lab {lab_pct} % of a core over {a.seconds:.0f} s"
-    data = {"machine": bl.machine(), "seconds": a.seconds, "lab_pct_of_core": lab_pct, "units": rows, "patched": patched}
-    if a.pair:
-        with_patch, without = a.pair.split(",")
-        if not (patched[with_patch] and not patched[without]):
-            raise SystemExit(f"--pair {a.pair}: {with_patch} must carry the patch and {without} not ({patched})")
-
-        def engine(node: str) -> float:
-            return sum(r["cpu_pct_of_core"] for r in rows if r["node"] == node and r["unit"].startswith("llmfleet-serve-"))
-        ratio = engine(with_patch) / engine(without) if engine(without) else float("nan")
-        data["pair"] = {"patched": with_patch, "unpatched": without, "patched_pct": engine(with_patch),
-                        "unpatched_pct": engine(without), "ratio": round(ratio, 3)}
-        numbers += (f"; engine unit, same window: {with_patch} (patched) {engine(with_patch):.2f} % vs "
-                    f"{without} {engine(without):.2f} % of a core → **{ratio:.2f}×**")
+    data = {"machine": bl.machine(), "seconds": a.seconds, "lab_pct_of_core": lab_pct, "units": rows}
+    busiest = max(rows, key=lambda r: r["cpu_pct_of_core"], default=None)
+    if busiest:
+        numbers += "; busiest unit %s on %s %.2f %%" % (busiest["unit"], busiest["node"], busiest["cpu_pct_of_core"])
     bl.write_results("idle_cpu", stamp, data, rows)
     bl.append_results_md({"date": bl.utc_now(), "benchmark": "idle_cpu", "machine": bl.machine_short(bl.machine()),
                           "load": "%.2f→%.2f" % (load0[0], bl.loadavg()[0]),

