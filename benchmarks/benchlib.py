@@ -76,15 +76,19 @@ def machine() -> dict:
             "kernel": platform.release(), "python": platform.python_version()}
 
 
+def lab_containers(lab: str) -> list[str]:
+    """The names of a lab's running containers (simlab labels each with llmfleet.lab=<lab>)."""
+    return subprocess.run(["podman", "ps", "--filter", f"label=llmfleet.lab={lab}", "--format", "{{.Names}}"],
+                          text=True, capture_output=True, check=False).stdout.split()
+
+
 def lab_cpu_seconds(lab: str) -> float:
     """CPU time used so far by all containers of a lab (cgroup v1 cpuacct or v2 cpu.stat).
 
     Wall time on a shared 2-core machine moves with the other labs' load; the CPU time a side
     needs does not, so the benchmarks record both."""
-    names = subprocess.run(["podman", "ps", "--filter", f"label=llmfleet.lab={lab}", "--format", "{{.Names}}"],
-                           text=True, capture_output=True, check=False).stdout.split()
     total = 0.0
-    for c in names:
+    for c in lab_containers(lab):
         cg = subprocess.run(["podman", "inspect", "--format", "{{.State.CgroupPath}}", c], text=True,
                             capture_output=True, check=False).stdout.strip()
         v1 = Path(f"/sys/fs/cgroup/cpuacct{cg}/cpuacct.usage")

@@ -52,9 +52,7 @@ def main() -> int:
     p.add_argument("--lab", default="sim")
     p.add_argument("--seconds", type=float, default=120.0)
     a = p.parse_args()
-    names = subprocess.run(["podman", "ps", "--filter", f"label=llmfleet.lab={a.lab}", "--format", "{{.Names}}"],
-                           text=True, capture_output=True, check=True).stdout.split()
-    containers = {n.rsplit("-", 1)[-1]: n for n in sorted(names)}
+    containers = {n.rsplit("-", 1)[-1]: n for n in sorted(bl.lab_containers(a.lab))}
     if not containers:
         raise SystemExit(f"no running containers of lab {a.lab}: make demo first")
     hz = int(subprocess.run(["getconf", "CLK_TCK"], text=True, capture_output=True, check=True).stdout)
@@ -73,12 +71,13 @@ def main() -> int:
         bl.log("%(node)-7s %(unit)-40s %(cpu_pct_of_core)6.2f %% of a core" % r)
     bl.log(f"whole lab (every container): {lab_pct} % of a core")
     numbers = f"idle lab {lab_pct} % of a core over {a.seconds:.0f} s"
-    data = {"machine": bl.machine(), "seconds": a.seconds, "lab_pct_of_core": lab_pct, "units": rows}
+    machine = bl.machine()
+    data = {"machine": machine, "seconds": a.seconds, "lab_pct_of_core": lab_pct, "units": rows}
     busiest = max(rows, key=lambda r: r["cpu_pct_of_core"], default=None)
     if busiest:
         numbers += "; busiest unit %s on %s %.2f %%" % (busiest["unit"], busiest["node"], busiest["cpu_pct_of_core"])
     bl.write_results("idle_cpu", stamp, data, rows)
-    bl.append_results_md({"date": bl.utc_now(), "benchmark": "idle_cpu", "machine": bl.machine_short(bl.machine()),
+    bl.append_results_md({"date": bl.utc_now(), "benchmark": "idle_cpu", "machine": bl.machine_short(machine),
                           "load": "%.2f→%.2f" % (load0[0], bl.loadavg()[0]),
                           "command": "benchmarks/idle_cpu.py " + " ".join(sys.argv[1:]),
                           "numbers": numbers, "goal": "measured (no goal set)", "met": "—"})

@@ -114,9 +114,8 @@ def units_now():
 
 
 def time_needed(fname):
-    """Seconds `fname` is expected to take, plus LAST's files that must still run after it."""
-    later = LAST[LAST.index(fname) + 1:] if fname in LAST else LAST
-    return sum(EXPECTED_S.get(f, DEFAULT_EXPECTED_S) for f in (fname,) + tuple(later))
+    """Seconds a file before LAST is expected to take, plus LAST's files, which run after it."""
+    return sum(EXPECTED_S.get(f, DEFAULT_EXPECTED_S) for f in (fname,) + LAST)
 
 
 def file_runs(fname):
