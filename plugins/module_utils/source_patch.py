@@ -246,6 +246,25 @@ def plan(text, patch, state='present'):
     return {'status': 'not_applied', 'changed': False, 'after': text, 'info': info}
 
 
+def desired_states(patches, enabled, arch, family, state='present'):
+    """Each managed patch with the state a host wants it in: ``[(patch, 'present'|'absent')]``, by id.
+
+    ``patches`` is {id: parsed patch.yml} of every patch the role manages (enabled or not);
+    ``enabled`` the ids the inventory enables. A patch is present where it is enabled and either its
+    ``archs`` name the host's GPU ``arch`` or its ``variants`` name the ``family`` of the host's
+    python_env variant (the file name up to the first ``-``: ``cpu`` for ``cpu-vllm-0.31.0``); every
+    other patch is absent, so one taken out of the list is reverted where a node still has it.
+    ``state='absent'`` wants every patch absent.
+    """
+    out = []
+    for pid in sorted(patches):
+        data = patches[pid] or {}
+        wanted = (state == 'present' and pid in enabled
+                  and (arch in (data.get('archs') or []) or family in (data.get('variants') or [])))
+        out.append((data, 'present' if wanted else 'absent'))
+    return out
+
+
 def mismatch_message(host, package, version, path, patch, reasons, has_marker=False):
     """The error for a file the patch does not fit: who, what, why, and the two ways out."""
     known = ', '.join(patch.get('known_versions') or []) or 'the version it was written for'

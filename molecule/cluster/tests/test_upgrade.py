@@ -92,6 +92,14 @@ def test_patch_applies_reverts_and_reapplies_on_the_installed_vllm():
         assert node("spark1").check_output(f"sha256sum {path}").split()[0] == original["spark1"]
         rc, out, _secs = run_playbook("playbooks/engine_patches.yml", extra_vars=extra)
         assert rc == 0 and "llmfleet-patch: sim-version-marker" in node("spark1").file(path).content_string
+        # taken out of the list, the patch comes off: --check says so and changes nothing, the run reverts it
+        removed = dict(extra, engine_patches_enabled=[])
+        rc, out, _secs = run_playbook("playbooks/engine_patches.yml", "--check", extra_vars=removed)
+        assert rc == 0 and recap(out)["spark1"]["changed"] >= 1, failures(out)
+        assert "llmfleet-patch: sim-version-marker" in node("spark1").file(path).content_string
+        rc, out, _secs = run_playbook("playbooks/engine_patches.yml", extra_vars=removed)
+        assert rc == 0 and recap(out)["spark1"]["changed"] >= 1, failures(out)
+        assert node("spark1").check_output(f"sha256sum {path}").split()[0] == original["spark1"]
     finally:
         run_playbook("playbooks/engine_patches.yml", extra_vars=dict(extra, engine_patches_state="absent"))
     assert node("spark1").check_output(f"sha256sum {path}").split()[0] == original["spark1"]

@@ -404,3 +404,32 @@ def test_coverage_gap_of_the_shipped_patch(version, gap):
 
 def test_coverage_gap_without_needed_for_is_none():
     assert sp.coverage_gap({"id": "x", "package": "p", "version_spec": ">=1,<2"}, "5.0") is None
+
+
+# desired_states: every managed patch with the state a host wants it in (the engine_patches role's
+# loop), on the shipped patches' own data
+def shipped_all():
+    root = PATCH_FILE.parent.parent
+    return {p.parent.name: yaml.safe_load(p.read_text()) for p in root.glob('*/patch.yml')}
+
+
+@pytest.mark.parametrize("enabled, arch, family, state, present", [
+    # the lab: the GB10 gets the CUTLASS fallback, a Thor does not; the sim patches stay absent
+    (["cutlass-fp8-sm121"], "sm_121", "cuda13", "present", ["cutlass-fp8-sm121"]),
+    (["cutlass-fp8-sm121"], "sm_110", "cuda13", "present", []),
+    # the sim: its Sparks (arch sm_121, variant cpu) get all five
+    (["cutlass-fp8-sm121", "sim-cpu-ray-platform", "sim-cpu-ray-worker-ids", "sim-cpu-ray-v2-worker-ids",
+      "sim-cpu-shm-one-node"], "sm_121", "cpu", "present",
+     ["cutlass-fp8-sm121", "sim-cpu-ray-platform", "sim-cpu-ray-v2-worker-ids", "sim-cpu-ray-worker-ids",
+      "sim-cpu-shm-one-node"]),
+    # a patch taken out of the list is wanted absent (reverted where still applied)
+    (["sim-cpu-ray-platform"], "sm_121", "cpu", "present", ["sim-cpu-ray-platform"]),
+    ([], "sm_121", "cpu", "present", []),
+    # state absent: every patch absent, enabled or not
+    (["cutlass-fp8-sm121"], "sm_121", "cuda13", "absent", []),
+])
+def test_desired_states_of_the_shipped_patches(enabled, arch, family, state, present):
+    out = sp.desired_states(shipped_all(), enabled, arch, family, state)
+    assert [p['id'] for p, _ in out] == sorted(shipped_all())  # every managed patch, by id
+    assert [p['id'] for p, s in out if s == 'present'] == present
+    assert all(s == 'absent' for p, s in out if p['id'] not in present)
