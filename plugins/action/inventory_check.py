@@ -20,6 +20,7 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.llmfleet.cluster.plugins.filter.cluster_plan import plan_errors
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks import (
     ENGINES,
@@ -209,6 +210,9 @@ class ActionModule(ActionBase):
             engines=args["engines"] or ENGINES,
             role_specs=role_specs, variants=load_variants(VARIANTS_DIR), patches=load_patches(PATCHES_DIR),
             variant_dirs=load_variant_dirs(hostvars), engine_help=load_engine_help(ENGINE_HELP_DIR),
+            # the gate ends by building the plan of every host, as the plan role will; the plan reads
+            # the collection's profiles, so not when the gate was pointed at another directory
+            plan_errors=None if args["profiles_dir"] else plan_errors(hosts, groups, task_vars["hostvars"]),
         )
         data = report.to_dict()
         lines = data["lines"]

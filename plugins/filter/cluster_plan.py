@@ -112,6 +112,24 @@ def cluster_plans(hosts, groups, hostvars):
     return {str(host): cluster_plan(host, groups, memo) for host in hosts}
 
 
+def plan_errors(hosts, groups, hostvars):
+    """{host: why its plan cannot be built} over `hosts`, each planned as the plan role plans it.
+
+    The controller gate's last step (plugins/action/inventory_check.py): what the plan refuses stops
+    the run there, with every other finding, instead of in the plan role of the first play. Only the
+    plan's own refusals count (AnsibleFilterError): a variable that needs facts cannot be templated
+    before any host is contacted, and the plan role, which runs after facts, may still build it.
+    """
+    memo = _MemoHostvars(hostvars)
+    out = {}
+    for host in hosts:
+        try:
+            cluster_plan(host, groups, memo)
+        except AnsibleFilterError as exc:
+            out[str(host)] = str(exc)
+    return out
+
+
 class FilterModule:
     """llmfleet.cluster cluster plan filter."""
 

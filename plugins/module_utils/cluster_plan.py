@@ -176,13 +176,13 @@ def env_files(config_dir=DEFAULT_CONFIG_DIR, unit=''):
     return files
 
 
-def _int(value, host, name):
+def _int(value, host, name, what='a port number'):
     try:
         number = int(value)
     except (TypeError, ValueError):
         number = None
     if number is None or isinstance(value, bool) or not 0 < number < 65536:
-        raise PlanError('%s: %s %r is not a port number; set an integer from 1 to 65535' % (host, name, value))
+        raise PlanError('%s: %s %r is not %s; set an integer from 1 to 65535' % (host, name, value, what))
     return number
 
 
@@ -518,7 +518,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'fabric_ip': _get(hostvars, host, 'llmfleet_fabric_ip', ''),
         'gpu_arch': _get(hostvars, host, 'llmfleet_gpu_arch', ''),
         # the fabric NIC's MTU: the inventory's fabric_mtu, else jumbo frames
-        'fabric': {'mtu': _int(_get(hostvars, host, 'fabric_mtu', DEFAULT_FABRIC_MTU), host, 'fabric_mtu')},
+        'fabric': {'mtu': _int(_get(hostvars, host, 'fabric_mtu', DEFAULT_FABRIC_MTU), host, 'fabric_mtu', 'an MTU')},
         'cluster': {
             'name': cluster,
             'hosts': cluster_hosts,

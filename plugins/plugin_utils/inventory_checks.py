@@ -73,6 +73,10 @@ CHECKS: dict[str, str] = {
     "parallelism": "TP x PP matches the serving group's GPUs",
     "versions": "versions pinned identically across each serving group",
 }
+# The gate's last check: the cluster plan of every host, built as the plan role builds it.
+PLAN_CHECK = ("plan", "the cluster plan builds")
+PLAN_FIX = "fix the value it names: the cluster plan, which every role reads, refuses it"
+_PLAN_VARIABLE = re.compile(r"^([a-z][a-z0-9]*(?:_[a-z0-9]+)+) ")
 
 
 def is_pin_var(name: str) -> bool:
@@ -743,7 +747,8 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
                     variants: t.Mapping[str, t.Any] | None = None,
                     patches: t.Mapping[str, t.Any] | None = None,
                     variant_dirs: t.Mapping[str, t.Any] | None = None,
-                    engine_help: t.Mapping[str, str] | None = None) -> Report:
+                    engine_help: t.Mapping[str, str] | None = None,
+                    plan_errors: t.Mapping[str, str] | None = None) -> Report:
     """Run every controller-side check; nothing here touches a host or the disk.
 
     ``hostvars``: host -> its (templated) variables; at least the ``llmfleet_*`` ones and the pins.
@@ -751,6 +756,7 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
     ``profiles``: profile name -> profile mapping (or :class:`ProfileError`); None if there is no
     profiles directory at all. ``profiles_location`` names that directory in messages.
     ``engine_help``: '<engine>-<version>' -> that build's captured ``--help`` (engine_help/).
+    ``plan_errors``: host -> why the cluster plan refuses it (see :func:`check_plan`).
     """
     inv = _Inventory(hostvars, groups)
     checks = [
@@ -785,4 +791,33 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
     for check in checks:
         check.findings[:0] = unevaluated[check.key]
         check.merge_hosts()
+    checks.append(check_plan(plan_errors, checks, hostvars).merge_hosts())
     return Report(checks)
+
+
+def check_plan(errors: t.Mapping[str, str] | None, earlier: t.Sequence[CheckResult],
+               hostvars: t.Mapping[str, t.Mapping[str, t.Any]]) -> CheckResult:
+    """The plan's own refusals (``errors``: host -> the plan's message, plugins/filter/cluster_plan.py
+    plan_errors) as findings, so that building the plan is part of the gate: what no check above
+    foresaw still stops here, with the others, before any host is contacted. A refusal of a variable
+    a check above already named (on any host: the plan refuses a cluster's value on each of its hosts,
+    where a check names the host it acts on) is that finding's consequence and is left out; so is a
+    refusal that names no variable, of a host a check above named. ``errors`` None: the plan was not
+    built (the gate read profiles from another directory than the collection's, which the plan reads)."""
+    if errors is None:
+        return CheckResult(PLAN_CHECK[0], PLAN_CHECK[1], [], "not built: the gate read another profiles directory")
+    failed = [f for c in earlier for f in c.findings if f.severity == "fail"]
+    named_variables = {f.variable for f in failed if f.variable}
+    named_hosts = {h for f in failed for h in f.hosts}
+    findings = []
+    for host, message in errors.items():
+        text = message[len(host) + 2:] if message.startswith(host + ": ") else message
+        match = _PLAN_VARIABLE.match(text)
+        variable = match.group(1) if match else None
+        if variable in named_variables or (variable is None and host in named_hosts):
+            continue
+        problem, _sep, fix = text.partition("; ")
+        fix = fix[len("fix: "):] if fix.startswith("fix: ") else fix
+        value = (hostvars.get(host) or {}).get(variable, UNSET) if variable else UNSET
+        findings.append(Finding(host, problem, fix or PLAN_FIX, (host,), variable, None if value is UNSET else value))
+    return CheckResult(PLAN_CHECK[0], PLAN_CHECK[1], findings, f"{len(hostvars)} hosts")

@@ -491,6 +491,18 @@ def container_image_by_tag(f: Fleet):
     return f.head(), "llmfleet_serve_groups"
 
 
+def two_agent_ports(f: Fleet):
+    """Ray's agent ports as two where the plan needs three: no check above reads the list's length, the
+    plan does (the gate's last check builds it)."""
+    f.set(f.head(), "ray_node_agent_ports", [6383, 6384])
+    return f.head(), "ray_node_agent_ports"
+
+
+def variants_dir_not_a_path(f: Fleet):
+    f.set(f.head(), "llmfleet_variants_dir", 5)
+    return f.head(), "llmfleet_variants_dir"
+
+
 def allow_list_typo(f: Fleet):
     f.set(f.head(), "serve_allow", ["10.0.0.0/33"])
     return f.head(), "serve_allow"
@@ -544,6 +556,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("engine_profile", "a container group's image named by a tag", container_image_by_tag,
              says="is not pinned by digest"),
     Mutation("gateway", "gateway_host names no node of the cluster", gateway_elsewhere),
+    Mutation("plan", "the head's ray_node_agent_ports with two ports", two_agent_ports, says="not a list of three ports"),
+    Mutation("plan", "the head's llmfleet_variants_dir a number", variants_dir_not_a_path, says="is not a directory path"),
     Mutation("gateway", "gateway_port = Ray's GCS port", gateway_on_the_gcs_port),
     Mutation("gateway", "gateway_port = the API port of the gateway host's group", gateway_on_a_group_api_port,
              says="the API of serving group"),

@@ -416,3 +416,49 @@ def test_a_rule_that_raises_is_a_finding_and_the_others_still_report(monkeypatch
     assert not report.ok
     assert any(line.startswith("FAIL inventory: the gate's rule mtu could not run: KeyError") for line in lines), lines
     assert any("duplicates spark1's" in line for line in lines), lines
+
+
+# --------------------------------------------------------------------------- the plan, the gate's last check
+def _plan_check(report):
+    return next(c for c in report.checks if c.key == "plan")
+
+
+def test_the_plans_refusal_no_check_foresaw_is_a_finding_naming_host_variable_value_and_fix():
+    hostvars, groups = fleet(hosts={"spark2": {"ray_node_agent_ports": [6383, 6384]}})
+    errors = {"spark2": "spark2: ray_node_agent_ports [6383, 6384] is not a list of three ports (dashboard agent "
+                        "HTTP, dashboard agent gRPC, runtime-env agent); set three integers"}
+    report = check_inventory(hostvars, groups, profiles=PROFILES, plan_errors=errors)
+    check = _plan_check(report)
+    assert not report.ok and not check.ok and len(check.findings) == 1
+    finding = check.findings[0]
+    assert (finding.hosts, finding.variable, finding.value) == (("spark2",), "ray_node_agent_ports", [6383, 6384])
+    assert finding.line == ("spark2: ray_node_agent_ports [6383, 6384] is not a list of three ports (dashboard agent "
+                            "HTTP, dashboard agent gRPC, runtime-env agent); set three integers")
+
+
+def test_a_cluster_value_the_plan_refuses_on_every_host_is_one_line_and_fix_prefix_goes():
+    hostvars, groups = fleet()
+    errors = {h: f"{h}: gateway_metrics_port 8080 is also gateway_port; fix: two ports (defaults 8080 and 29000)"
+              for h in ("spark1", "spark2")}
+    check = _plan_check(check_inventory(hostvars, groups, profiles=PROFILES, plan_errors=errors))
+    assert [f.line for f in check.findings] == [
+        "spark1, spark2: gateway_metrics_port 8080 is also gateway_port; two ports (defaults 8080 and 29000)"]
+
+
+def test_a_refusal_of_what_a_check_above_named_is_left_out():
+    # TP 4 on a 4-node fleet of pp4: parallelism names spark1 and llmfleet_tensor_parallel_size; the plan
+    # refuses the same layout on every host (its message names the profile, no variable)
+    hostvars, groups = fleet(common={"llmfleet_serve_profile": "tp2"})
+    report = check_inventory(hostvars, groups, profiles=PROFILES)
+    assert not report.ok
+    named = sorted({h for f in report.failures for h in f.hosts})
+    errors = {h: f"{h}: profile 'tp2': TP x PP = 2 x 1 = 2 but the serving group has 4 GPUs" for h in named}
+    assert _plan_check(check_inventory(hostvars, groups, profiles=PROFILES, plan_errors=errors)).findings == []
+
+
+def test_without_plan_errors_the_plan_check_says_it_was_not_built():
+    hostvars, groups = fleet(common={"llmfleet_serve_profile": "pp4"})
+    check = _plan_check(check_inventory(hostvars, groups, profiles=PROFILES))
+    assert check.ok and check.details == "not built: the gate read another profiles directory"
+    check = _plan_check(check_inventory(hostvars, groups, profiles=PROFILES, plan_errors={}))
+    assert check.ok and check.details == "4 hosts"
