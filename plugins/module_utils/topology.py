@@ -19,28 +19,36 @@ def cluster_of(hostvars, host):
     return value if value else DEFAULT_CLUSTER
 
 
-def _ordered(groups, names):
-    """Hosts of the named groups, de-duplicated, in inventory order."""
-    order = list(groups.get('all') or [])
-    members = []
-    for name in names:
-        for h in groups.get(name) or []:
-            if h not in members:
-                members.append(h)
-    return sorted(members, key=lambda h: (order.index(h) if h in order else len(order), h))
+HEAD, WORKERS, SERVE = 'ray_head', 'ray_workers', 'serve_nodes'
+
+
+def host_order(groups):
+    """{host: position}: the inventory's order (``all``), then any host only a group names, in that
+    group's order. Every membership list below, the plan's and the controller gate's, is in this order."""
+    order = dict.fromkeys(groups.get('all') or [])
+    for hosts in groups.values():
+        order.update(dict.fromkeys(h for h in hosts or [] if h not in order))
+    return {h: i for i, h in enumerate(order)}
+
+
+def ordered(groups, names, order=None):
+    """Hosts of the named groups, de-duplicated, in inventory order (host_order)."""
+    order = host_order(groups) if order is None else order
+    members = {h for name in names for h in groups.get(name) or []}
+    return sorted(members, key=lambda h: (order.get(h, len(order)), h))
 
 
 def ray_nodes(groups, hostvars, cluster):
-    return [h for h in _ordered(groups, ('ray_head', 'ray_workers')) if cluster_of(hostvars, h) == cluster]
+    return [h for h in ordered(groups, (HEAD, WORKERS)) if cluster_of(hostvars, h) == cluster]
 
 
 def ray_head(groups, hostvars, cluster):
-    heads = [h for h in _ordered(groups, ('ray_head',)) if cluster_of(hostvars, h) == cluster]
+    heads = [h for h in ordered(groups, (HEAD,)) if cluster_of(hostvars, h) == cluster]
     return heads[0] if heads else None
 
 
 def serving_group(groups, hostvars, cluster):
-    serve = [h for h in _ordered(groups, ('serve_nodes',)) if cluster_of(hostvars, h) == cluster]
+    serve = [h for h in ordered(groups, (SERVE,)) if cluster_of(hostvars, h) == cluster]
     return serve or ray_nodes(groups, hostvars, cluster)
 
 

@@ -46,7 +46,7 @@ ENGINES: tuple[str, ...] = _profiles.ENGINES
 GROUP_ARCH: dict[str, str] = _platforms.group_arch()
 GROUP_PLATFORM: dict[str, str] = {g: _platforms.PLATFORMS[g]["title"] for g in _platforms.GROUPS}
 
-HEAD, WORKERS, SERVE = "ray_head", "ray_workers", "serve_nodes"
+HEAD, WORKERS, SERVE = _topology.HEAD, _topology.WORKERS, _topology.SERVE
 FABRIC_FIX = "give each host its own data-plane IPv4 (the QSFP address)"
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 EXTRAS_VAR = gate_rules.EXTRAS_VAR
@@ -111,21 +111,22 @@ def _int_value(value: t.Any) -> int | None:
 
 
 class _Inventory:
-    """The inventory facts the checks share: membership, order, clusters, serving groups."""
+    """What the checks share: the plan's membership (module_utils/topology: order, Ray head and
+    workers, serve_nodes; serving groups from serve_groups.members, as the plan makes them), plus
+    what only the gate needs: the findings of values it cannot use and templates it cannot evaluate."""
 
     def __init__(self, hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.Mapping[str, t.Sequence[str]]):
         self.hostvars = hostvars
         self.groups = groups
-        order = dict.fromkeys(groups.get("all") or [])
-        for hosts in groups.values():
-            order.update(dict.fromkeys(h for h in hosts if h not in order))
-        order.update(dict.fromkeys(h for h in hostvars if h not in order))
-        self.order = {h: i for i, h in enumerate(order)}
+        order = _topology.host_order(groups)
+        # unit tests may hand in hostvars of hosts no group names (Ansible's `all` names every host)
+        order.update({h: len(order) + i for i, h in enumerate(h for h in hostvars if h not in order)})
+        self.order = order
         self.head = self.members_of(HEAD)
         self.workers = self.members_of(WORKERS)
         self.serve = self.members_of(SERVE)
-        self.ray_nodes = self.sort(set(self.head) | set(self.workers))
-        self.members = self.sort(set(self.ray_nodes) | set(self.serve))
+        self.ray_nodes = _topology.ordered(groups, (HEAD, WORKERS), order)
+        self.members = _topology.ordered(groups, (HEAD, WORKERS, SERVE), order)
         self.cluster_findings: list[Finding] = []
         self.cluster = {h: self._cluster_of(h) for h in self.members}
         self.clusters = list(dict.fromkeys(self.cluster[h] for h in self.members))
@@ -133,7 +134,7 @@ class _Inventory:
         self._groups: dict[str, list[ServingGroup]] = {}
 
     def members_of(self, group: str) -> list[str]:
-        return self.sort(self.groups.get(group) or [])
+        return _topology.ordered(self.groups, (group,), self.order)
 
     def sort(self, hosts: t.Iterable[str]) -> list[str]:
         return sorted(set(hosts), key=lambda h: (self.order.get(h, len(self.order)), h))
