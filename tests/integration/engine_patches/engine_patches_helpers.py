@@ -41,3 +41,9 @@ def patch_items(res: dict) -> list:
     """The per-patch results of the module task ([] when the loop was empty or skipped)."""
     task = res["results"].get(APPLY_TASK) or {}
     return task.get("results", [])
+
+
+def acted(res: dict) -> list:
+    """The results of the patches this host wants applied, or that changed its tree (a revert): the
+    role runs the module for every patch of the directory, the others report not_applicable."""
+    return [i for i in patch_items(res) if i["item"]["state"] == "present" or i.get("changed")]

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from engine_patches_helpers import REL, ROOT, patch_items, run_role
+from engine_patches_helpers import REL, ROOT, acted, patch_items, run_role
 
 SOURCES = ROOT / "tests" / "unit" / "fixtures" / "vllm_sources"
 ORIGINAL_SHA = "96d33a12606e23d769533e9ba77c6712869be7ccf901f6c562283edf2e73d985"
@@ -48,7 +48,11 @@ def test_lifecycle(tree):
 
     first = run_role(work, base)
     assert first["rc"] == 0, first["raw"][-4000:]
-    (item,) = patch_items(first)
+    (item,) = acted(first)
+    # every patch of the directory is managed: the others are for other hosts and change nothing
+    shipped = sorted(p.name for p in (ROOT / "roles" / "engine_patches" / "files" / "patches").iterdir())
+    assert sorted(i["item"]["id"] for i in patch_items(first)) == shipped and len(shipped) > 1
+    assert not any(i["changed"] for i in patch_items(first) if i is not item)
     assert (item["item"]["id"], item["status"], item["changed"]) == ("cutlass-fp8-sm121", "applied", True)
     assert item["installed_version"] == "0.18.1" and item["recompiled"] is True
     text = target.read_text()
@@ -61,24 +65,24 @@ def test_lifecycle(tree):
 
     again = run_role(work, base)
     assert again["rc"] == 0 and again["stats"]["changed"] == 0, again["raw"][-4000:]
-    assert patch_items(again)[0]["status"] == "already_applied"
+    assert [i["status"] for i in acted(again)] == ["already_applied"]
     assert sha(target) == patched_sha
 
     check = run_role(work, {**base, "engine_patches_state": "absent"}, "--check", "--diff")
     assert check["rc"] == 0, check["raw"][-4000:]
-    (item,) = patch_items(check)
+    (item,) = acted(check)
     assert (item["status"], item["changed"]) == ("reverted", True)
     assert item["diff"]["before"].count("llmfleet-patch") == 3 and "llmfleet-patch" not in item["diff"]["after"]
     assert sha(target) == patched_sha
 
     back = run_role(work, {**base, "engine_patches_state": "absent"})
     assert back["rc"] == 0, back["raw"][-4000:]
-    assert patch_items(back)[0]["status"] == "reverted"
+    assert [i["status"] for i in acted(back)] == ["reverted"]
     assert sha(target) == ORIGINAL_SHA
 
     thor = run_role(work, {**base, "llmfleet_gpu_arch": "sm_110"})
     assert thor["rc"] == 0 and thor["stats"]["changed"] == 0, thor["raw"][-4000:]
-    assert patch_items(thor) == []
+    assert acted(thor) == []
     assert thor["results"]["Report each patch's state"]["msg"].strip() == "no patch for sm_110"
     assert sha(target) == ORIGINAL_SHA
 
@@ -93,7 +97,7 @@ def test_foreign_file_fails_with_the_fix(tree):
         foreign = target.read_bytes()
         target.write_bytes(saved)
     assert res["rc"] == 2, res["raw"][-4000:]
-    (item,) = patch_items(res)
+    (item,) = acted(res)
     assert item["failed"] is True
     assert "patch cutlass-fp8-sm121 does not fit vllm 0.18.1: %s is not what the patch expects" % target in item["msg"]
     assert "or pin vllm to a version the patch knows (0.17.1, 0.18.1)." in item["msg"]
@@ -130,11 +134,11 @@ def test_sim_patches_select_by_variant_only(tree):
     enabled = ["cutlass-fp8-sm121", "sim-cpu-ray-platform", "sim-cpu-ray-worker-ids"]
     base = {"engine_patches_venv": str(tree["venv"]), "llmfleet_gpu_arch": "sm_110", "engine_patches_enabled": enabled}
     gpu = run_role(tree["work"], base, "--check")
-    assert gpu["rc"] == 0 and patch_items(gpu) == [], gpu["raw"][-4000:]
+    assert gpu["rc"] == 0 and acted(gpu) == [], gpu["raw"][-4000:]
     # the variant's family decides (cpu.yml is vLLM 0.32.0, cpu-vllm-0.31.0.yml 0.31.0: both the cpu family)
     for variant in ("cpu", "cpu-vllm-0.31.0"):
         sim = run_role(tree["work"], {**base, "python_env_variant_name": variant}, "--check")
         assert sim["rc"] == 0, sim["raw"][-4000:]
-        assert sorted((i["item"]["id"], i["status"]) for i in patch_items(sim)) == [
+        assert sorted((i["item"]["id"], i["status"]) for i in acted(sim)) == [
             ("sim-cpu-ray-platform", "not_applicable"), ("sim-cpu-ray-worker-ids", "not_applicable")]
     assert sha(tree["target"]) == ORIGINAL_SHA

@@ -430,6 +430,6 @@ def shipped_all():
 ])
 def test_desired_states_of_the_shipped_patches(enabled, arch, family, state, present):
     out = sp.desired_states(shipped_all(), enabled, arch, family, state)
-    assert [p['id'] for p, _ in out] == sorted(shipped_all())  # every managed patch, by id
+    assert [p['id'] for p, _state in out] == sorted(shipped_all())  # every managed patch, by id
     assert [p['id'] for p, s in out if s == 'present'] == present
     assert all(s == 'absent' for p, s in out if p['id'] not in present)
