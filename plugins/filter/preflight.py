@@ -5,16 +5,12 @@
 
 ``host | llmfleet.cluster.preflight_host_checks(hostvars, ansible_play_hosts_all, groups, cfg)`` is
 the whole host check table: the ``ok|skip|WARN|FAIL`` lines of ``host`` from its probe, network
-facts, gpu_info/rdma_info results and inventory (it calls the three below); given ``fleet``
+facts, gpu_info/rdma_info results and inventory (driver/CUDA parity per arch within the cluster and
+the RDMA port of the fabric NIC among them: module_utils/preflight.py host_report); given ``fleet``
 (``ansible_play_hosts_all | llmfleet.cluster.preflight_fleet(hostvars)``, once per run) it reads the
 other hosts there.
-``host | llmfleet.cluster.preflight_gpu_parity(hostvars, ansible_play_hosts_all, min_cuda)``
-compares the driver/CUDA of ``host`` with every host of its arch in its cluster (each host's
-registered ``preflight_gpu``); ``host | llmfleet.cluster.preflight_rdma_expectation(groups,
-hostvars, declared, transport, container)`` says whether its fabric should be RoCE;
-``rdma_result | llmfleet.cluster.preflight_rdma_check(host, expectation, fabric_ip, fabric_nic,
-fatal)`` checks the RDMA port bound to the fabric NIC. Each returns one check
-(``skip``/``problem``/``good``/``severity``).
+``host | llmfleet.cluster.preflight_rdma_expectation(groups, hostvars, declared, transport,
+container)`` says whether its fabric should be RoCE (the role probes rdma_info only there).
 """
 
 from ansible.errors import AnsibleFilterError
@@ -32,24 +28,10 @@ def _mapping(value, what):
     return value
 
 
-def gpu_parity(host, hostvars, hosts, min_cuda=None):
-    hostvars = _mapping(hostvars, 'preflight_gpu_parity: hostvars')
-    hosts = list(hosts or [])
-    if host not in hosts:
-        hosts.append(host)
-    fleet = preflight.gpu_fleet(hosts, hostvars)
-    return preflight.gpu_parity_check(host, fleet, dict(_mapping(min_cuda, 'preflight_gpu_parity: min_cuda')))
-
-
 def rdma_expectation(host, groups, hostvars, declared=None, transport='auto', container='none'):
     return preflight.rdma_expectation(host, _mapping(groups, 'preflight_rdma_expectation: groups'),
                                       _mapping(hostvars, 'preflight_rdma_expectation: hostvars'),
                                       declared=declared, transport=transport, container=container)
-
-
-def rdma_check(rdma_result, host, expectation, fabric_ip='', fabric_nic='', fatal=False):
-    return preflight.rdma_check(host, rdma_result, expectation, fabric_ip=fabric_ip or '',
-                                fabric_nic=fabric_nic or '', fatal=fatal)
 
 
 class _FleetHostvars:
@@ -89,7 +71,5 @@ class FilterModule:
         return {
             'preflight_host_checks': host_checks,
             'preflight_fleet': fleet,
-            'preflight_gpu_parity': gpu_parity,
             'preflight_rdma_expectation': rdma_expectation,
-            'preflight_rdma_check': rdma_check,
         }

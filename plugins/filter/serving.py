@@ -67,7 +67,9 @@ def _profile_arg(profile, extras=None):
 
 @_catch
 def serve_profile(name, extras=None, profiles_dir=None):
-    """Resolve profile `name` (shipped profiles merged with inventory extras), validated."""
+    """Resolve profile `name` (shipped profiles merged with inventory extras), validated. Not a filter:
+    the roles read the resolved profile from the cluster plan; the tests resolve shipped profiles
+    through it."""
     catalogue = _profiles.merge_catalogues(load_shipped(profiles_dir or PROFILES_DIR), _plain(extras or {}))
     return _profiles.resolve_profile(catalogue, str(name))
 
@@ -114,7 +116,9 @@ def memory_fit(profile, plan=None, node_memory_gib=121.7, model_config=None, ove
 
 @_catch
 def flag_check(argv, help_text, engine, engine_version=None, profile=None, extras=None):
-    """Check a rendered argv against the engine build's --help output."""
+    """Check a rendered argv against the engine build's --help output. Not a filter: the serve role
+    checks with the module llmfleet.cluster.engine_flags (help cached per release) and the gate on the
+    controller; the tests check rendered commands through it."""
     prof = _profile_arg(profile, extras) if profile else None
     return _flagcheck.check([str(a) for a in _plain(argv)], str(help_text), str(engine),
                             str(engine_version) if engine_version else None, prof)
@@ -125,7 +129,5 @@ class FilterModule:
 
     def filters(self):
         return {
-            "serve_profile": serve_profile,
             "serve_command": serve_command,
-            "flag_check": flag_check,
         }

@@ -5,7 +5,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.filter.preflight import FilterModule
-from ansible_collections.llmfleet.cluster.plugins.module_utils import gpu
+from ansible_collections.llmfleet.cluster.plugins.module_utils import gpu, preflight
 
 FILTERS = FilterModule().filters()
 GPU = Path(__file__).resolve().parents[2] / 'fixtures' / 'gpu'
@@ -31,38 +31,22 @@ GROUPS = {'all': list(HOSTVARS), 'ray_head': ['spark1'], 'ray_workers': ['spark2
 
 
 def test_filters_registered():
-    assert {'preflight_host_checks', 'preflight_gpu_parity', 'preflight_rdma_expectation',
-            'preflight_rdma_check'} <= set(FILTERS)
+    assert set(FILTERS) == {'preflight_host_checks', 'preflight_fleet', 'preflight_rdma_expectation'}
 
 
-@pytest.mark.parametrize('host, hosts, min_cuda, want', [
-    ('spark1', ['spark1', 'spark2'], {}, "driver 580.95.05 / CUDA 13.0 on sm_121 (>= CUDA 13.0), same as spark2"),
-    # the host itself is compared even when the play's host list lacks it (a --limit run)
-    ('spark1', [], None, "the only sm_121 host of cluster 'lab'"),
-    ('hop1', list(HOSTVARS), None, "hop1: NVIDIA driver 550.54.15 / CUDA 12.4 differs from hop2's 580.159.04"),
-    ('hop2', ['hop2'], {'sm_90': '13.1'}, 'hop2: CUDA 13.0 (driver 580.159.04) on sm_90 (Hopper), which needs '
-                                          'CUDA >= 13.1'),
-])
-def test_gpu_parity_filter(host, hosts, min_cuda, want):
-    chk = FILTERS['preflight_gpu_parity'](host, HOSTVARS, hosts, min_cuda)
-    assert want in (chk['problem'] or chk['good']), chk
-
-
-def test_rdma_filters_chain():
+def test_rdma_expectation_feeds_the_check():
     expect = FILTERS['preflight_rdma_expectation']('spark1', GROUPS, HOSTVARS, None, 'auto', 'none')
     assert expect['expected'] is True
-    chk = FILTERS['preflight_rdma_check']({'rdma_devices': [], 'source': 'none'}, 'spark1', expect,
-                                          '192.168.100.10', 'enp1s0f1np1', 'false')
+    chk = preflight.rdma_check('spark1', {'rdma_devices': [], 'source': 'none'}, expect,
+                               fabric_ip='192.168.100.10', fabric_nic='enp1s0f1np1', fatal='false')
     assert chk['severity'] == 'warn' and chk['problem'].startswith('spark1: no RDMA device at all')
-    skipped = FILTERS['preflight_rdma_check'](None, 'spark1',
-                                              FILTERS['preflight_rdma_expectation']('spark1', GROUPS, HOSTVARS,
-                                                                                    None, 'auto', 'podman'))
-    assert skipped['skip'].startswith('RDMA state: container (podman)')
+    in_podman = FILTERS['preflight_rdma_expectation']('spark1', GROUPS, HOSTVARS, None, 'auto', 'podman')
+    assert preflight.rdma_check('spark1', None, in_podman)['skip'].startswith('RDMA state: container (podman)')
 
 
 def test_bad_hostvars_named():
-    with pytest.raises(AnsibleFilterError, match='preflight_gpu_parity: hostvars must be a mapping'):
-        FILTERS['preflight_gpu_parity']('spark1', ['not', 'a', 'mapping'], ['spark1'])
+    with pytest.raises(AnsibleFilterError, match='preflight_rdma_expectation: hostvars must be a mapping'):
+        FILTERS['preflight_rdma_expectation']('spark1', GROUPS, ['not', 'a', 'mapping'])
 
 
 HOST_CFG = {'min_disk_gb': 50, 'weights_dir': '/opt/llmfleet', 'fabric_mtu': 9000, 'mtu_fatal': False,
