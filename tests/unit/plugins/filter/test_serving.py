@@ -142,11 +142,12 @@ def test_profile_file_name_must_match(tmp_path):
         serving.load_shipped(str(tmp_path))
 
 
+# an inventory-defined profile extending a shipped one (handed to the play as `extra`)
+EXTRA = {"mine": {"extends": "sim-tiny-llama", "args": {"--max-model-len": 256}}}
 PLAYBOOK = """
 - hosts: localhost
   gather_facts: false
   vars:
-    extra: {mine: {extends: sim-tiny-llama, args: {--max-model-len: 256}}}
     argv: "{{ 'mine' | llmfleet.cluster.serve_command(plan, 1, engine_version='0.20.0', master_addr='10.0.0.1', extras=extra) }}"
   tasks:
     - name: Write what the filter returned
@@ -169,7 +170,7 @@ def test_filters_through_ansible(tmp_path):
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
            str(tmp_path / "play.yml"), "-e", "out=%s" % out, "-e", "ansible_python_interpreter=%s" % sys.executable,
            # the layout is the cluster plan's (module_utils/cluster_plan.py serve_layout), made by the planner
-           "-e", json.dumps({"plan": serving.serve_plan("sim-tiny-llama", [
+           "-e", json.dumps({"extra": EXTRA, "plan": serving.serve_plan("sim-tiny-llama", [
                {"name": "s1", "gpu_arch": "sm_121"}, {"name": "s2", "gpu_arch": "sm_121"}])})]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -181,7 +182,7 @@ def test_filters_through_ansible(tmp_path):
         "--dtype", "float32", "--enforce-eager", "--max-model-len", "256", "--max-num-seqs", "4"]
     with open(help_file, encoding="utf-8") as fh:
         check = serving.flag_check(result["argv"], fh.read(), "vllm", "0.20.0",
-                                   profile=serving.serve_profile("mine", {"mine": {"extends": "sim-tiny-llama", "args": {"--max-model-len": 256}}}))
+                                   profile=serving.serve_profile("mine", EXTRA))
     assert check["ok"] is True, check
 
 
