@@ -110,9 +110,10 @@ integration-nccl-full: venv link
 integration-two-clusters: venv link
 	LLMFLEET_TWO_CLUSTERS=1 $(BIN)/pytest -q -s tests/integration/upgrade/test_two_clusters_lab.py
 
-# Opt-in (not in `make test`): the sim with thor3 able to run containers inside (tools/simlab/simlab.py
-# NESTED_CONTAINER_NODES; the first time, thor3 is recreated and converged afresh), then the container
-# runtime's checks; ends with smol-2 back on its venv (docs/containers.md).
+# Opt-in (not in `make test`): the sim with spark3 and thor3 able to run containers inside
+# (tools/simlab/simlab.py NESTED_CONTAINER_NODES; the first time, both are recreated and converged
+# afresh), then the container runtime's checks; ends with both smol replicas back on their venvs
+# (docs/containers.md).
 integration-container: venv link
 	LLMFLEET_SIM_NESTED=1 $(MAKE) demo
 	LLMFLEET_CONTAINER_LAB=1 $(BIN)/pytest -q -s tests/integration/container/test_container_lab.py

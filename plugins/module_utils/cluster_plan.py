@@ -124,15 +124,44 @@ def paths(prefix=DEFAULT_PREFIX, config_dir=DEFAULT_CONFIG_DIR, release=''):
     }
 
 
-def container_plan(container, release, layout):
+def image_ref(container, release):
+    """The image a container group runs: the inventory's digest, else the one built for the release."""
+    return container['image'] or '%s:%s' % (_groups.BUILT_IMAGE, release or 'unreleased')
+
+
+def image_holders(serve_groups, container, ref, order):
+    """The cluster's hosts that run image `ref` with the same container engine, in inventory order."""
+    hosts = {h for g in serve_groups or [] if g.get('container') and g['container']['engine'] == container['engine']
+             and image_ref(g['container'], g.get('release')) == ref for h in g['hosts']}
+    return sorted(hosts, key=lambda h: (order.index(h) if h in order else len(order), h))
+
+
+def container_plan(container, release, layout, holders=(), addresses=None):
     """A container group's runtime on this host: the image to run (the inventory's digest, else the
     image the node builds for the release: serve_groups.BUILT_IMAGE:<release>), the venv the build
     packs, and what the engine reads inside (the model copies and the collection's launchers, read-only;
-    the service home is mounted by llm_server itself)."""
+    the service home is mounted by llm_server itself).
+
+    A built image is built once per cluster, on its source (the first of `holders`, the hosts that run
+    the same image), and copied from there to the others over the fabric (`addresses`: host -> fabric
+    IP): `source`, `source_ip` and, on the source, the `peers` it exports to. A pinned image is pulled
+    by each node from its registry (source '')."""
     if not container:
         return {}
-    ref = container['image'] or '%s:%s' % (_groups.BUILT_IMAGE, release or 'unreleased')
-    return dict(container, ref=ref, venv=layout['release_venv'],
+    ref = image_ref(container, release)
+    addresses = addresses or {}
+    source = holders[0] if container['build'] and holders else ''
+    move = {'source': source, 'source_ip': addresses.get(source, '') if source else '',
+            'peers': [{'host': h, 'ip': addresses.get(h, '')} for h in holders[1:]] if source else []}
+    # what runs inside: the built image holds the release venv at its path on the node; an image named
+    # in the inventory (NGC's, an engine project's) has the engine on its PATH, as its docs run it
+    bindir = layout['current'] + '/bin/' if container['build'] else ''
+    python = bindir + ('python' if bindir else 'python3')
+    commands = {
+        'vllm': {'executable': bindir + 'vllm', 'help': [bindir + 'vllm', 'serve', '--help=all']},
+        'sglang': {'executable': python, 'help': [python, '-m', 'sglang.launch_server', '--help']},
+    }
+    return dict(container, ref=ref, venv=layout['release_venv'], python=python, commands=commands, **move,
                 mounts=['%s:%s:ro' % (layout['models'], layout['models']), '%s:%s:ro' % (layout['lib'], layout['lib'])])
 
 
@@ -506,7 +535,12 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     except PlanError as exc:
         raise PlanError('%s: %s' % (host, exc)) from exc
     if serve:
-        serve['container'] = container_plan(serve.get('container'), release, layout)
+        if serve.get('container'):
+            holders = image_holders(serve_groups, serve['container'], image_ref(serve['container'], release), order)
+            fabric = {h: _get(hostvars, h, 'llmfleet_fabric_ip', '') for h in holders}
+            serve['container'] = container_plan(serve['container'], release, layout, holders, fabric)
+        else:
+            serve['container'] = {}
         # the serve role's firewall of the engine unit, named as the owned set names it (orphans.py)
         fw = _orphans.serve_firewall(serve['unit'], layout['config_dir'], unit_prefix)
         serve['firewall'] = {'unit': fw['unit'][:-len('.service')], 'table': fw['table'][len('inet '):],

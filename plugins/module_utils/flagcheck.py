@@ -243,12 +243,18 @@ def check(argv, help_text, engine, engine_version=None, profile=None):
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]*$")
 
 
-def help_cache_name(engine, engine_version):
-    """'<engine>-<version>-help.txt': one cached `--help` per engine build (the serve role's format)."""
+def help_cache_name(engine, engine_version, image_id=None):
+    """'<engine>-<version>-help.txt': one cached `--help` per engine build (the serve role's format);
+    '<engine>-<version>-<image short ID>-help.txt' for the build inside a container image."""
     for what, value in (("engine", engine), ("engine version", engine_version)):
         if not _VERSION.match(str(value or "")):
             raise ValueError(f"{what} {value!r} cannot name a help cache file")
-    return f"{engine}-{engine_version}-help.txt"
+    if image_id is None:
+        return f"{engine}-{engine_version}-help.txt"
+    short = str(image_id).replace("sha256:", "")[:12]
+    if not re.match(r"^[0-9a-f]{12}$", short):
+        raise ValueError(f"image ID {image_id!r} cannot name a help cache file")
+    return f"{engine}-{engine_version}-{short}-help.txt"
 
 
 def cache_text(help_stdout):

@@ -64,11 +64,34 @@ options:
     description: Fail when the check finds errors; V(false) returns them in RV(errors) with RV(ok=false).
     type: bool
     default: true
+  image:
+    description:
+      - Check the engine inside this container image (its ID, or a reference the node has) instead of
+        on the node. The version read and O(help_command) run in a throw-away container of the image
+        (C(--rm), no network, O(help_environment) passed by name), each with its first word as the
+        entrypoint, so the image's own entrypoint script prints nothing into them.
+      - The cache file then also names the image's short ID, C(<engine>-<version>-<id>-help.txt), as two
+        images of one version may be built differently.
+      - An image the node does not have yet is not checked in check mode (a run would pull or build
+        it first); outside check mode it fails.
+    type: str
+  container_engine:
+    description: The container engine that runs O(image).
+    type: str
+    choices: [podman, docker]
+    default: podman
+  python:
+    description:
+      - The interpreter that reads the engine version; default C(<venv>/bin/python). With O(image),
+        the interpreter inside the image (C(python3) on the PATH of most engine images).
+    type: str
 extends_documentation_fragment:
   - llmfleet.cluster.attributes.read_cached
   - llmfleet.cluster.attributes.read_only
 notes:
   - Runs as the user that may write O(cache_dir) (root under become); the cache file is mode 0644.
+  - With O(image) the engine's version and help are the image's, whatever the node's venv holds, so an
+    image named by digest in the inventory is checked against its own build.
   - A cache file is never rewritten; a new engine version gets a new file.
 """
 
@@ -92,6 +115,16 @@ EXAMPLES = r"""
     help_command: [/opt/llmfleet/venvs/current/bin/python, -m, sglang.launch_server, --help]
     fail_on_error: false
   register: flags
+
+- name: Check a pinned NGC image's own build (the engine on the image's PATH)
+  llmfleet.cluster.engine_flags:
+    argv: [vllm, serve, /opt/llmfleet/models/llama-70b, --tensor-parallel-size, "2"]
+    engine: vllm
+    venv: /opt/llmfleet/venvs/current
+    image: sha256:1f0e5c4a9b2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f
+    container_engine: docker
+    python: python3
+    help_command: [vllm, serve, --help=all]
 """
 
 RETURN = r"""
@@ -124,10 +157,15 @@ version:
   type: str
   sample: 0.32.0+cpu
 help_cache:
-  description: The cache file of this build's help.
+  description: The cache file of this build's help (empty when an image was not checked).
   returned: always
   type: str
   sample: /var/lib/llmfleet/cache/vllm-0.32.0+cpu-help.txt
+checked:
+  description: Whether the check ran (false only in check mode, for an image the node does not have yet).
+  returned: always
+  type: bool
+  sample: true
 cached:
   description: Whether the help came from the cache (false - O(help_command) ran).
   returned: always
@@ -141,6 +179,7 @@ msg:
 """
 
 import os
+import re
 import socket
 import tempfile
 
@@ -157,17 +196,37 @@ def _tail(text, lines=20):
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
-def _read_version(module, label, venv, engine):
-    python = os.path.join(venv, "bin", "python")
-    rc, out, err = module.run_command([python, "-c", _VERSION_CODE, engine])
+def _in_image(container, command, env_names=()):
+    """``command`` in a throw-away container of the image: its first word as the entrypoint (an
+    image's own entrypoint script may print a banner into stdout), no network, env passed by name."""
+    out = [container["engine"], "run", "--rm", "--network", "none"]
+    for name in env_names:
+        out += ["--env", name]
+    return out + ["--entrypoint", command[0], container["image"]] + list(command[1:])
+
+
+def _image_id(module, container):
+    """The image's full ID on this node, or None when the node does not have it."""
+    rc, out, _err = module.run_command([container["engine"], "image", "inspect", "--format", "{{.Id}}",
+                                        container["image"]])
+    image_id = (out or "").strip().split("\n")[0].replace("sha256:", "")
+    return image_id if rc == 0 and re.match(r"^[0-9a-f]{12,64}$", image_id) else None
+
+
+def _read_version(module, label, python, engine, container=None):
+    command = [python, "-c", _VERSION_CODE, engine]
+    rc, out, err = module.run_command(_in_image(container, command) if container else command)
     version = (out or "").strip()
     if rc != 0 or not version:
-        module.fail_json(msg="%s: cannot read the installed %s version with %s (rc %d): %s"
-                             % (label, engine, python, rc, _tail(err or out, 5)), rc=rc)
+        where = " in image %s" % container["image"] if container else ""
+        module.fail_json(msg="%s: cannot read the installed %s version with %s%s (rc %d): %s"
+                             % (label, engine, python, where, rc, _tail(err or out, 5)), rc=rc)
     return version
 
 
-def _run_help(module, label, command, environment):
+def _run_help(module, label, command, environment, container=None):
+    if container:
+        command = _in_image(container, command, sorted(environment))
     rc, out, err = module.run_command(command, environ_update=environment)
     if rc != 0:
         module.fail_json(msg="%s: `%s` failed (rc %d): %s" % (label, " ".join(command), rc, _tail(err or out)),
@@ -204,26 +263,45 @@ def main():
             gates=dict(type="dict", default={}),
             label=dict(type="str", default=""),
             fail_on_error=dict(type="bool", default=True),
+            image=dict(type="str"),
+            container_engine=dict(type="str", choices=["podman", "docker"], default="podman"),
+            python=dict(type="str"),
         ),
         supports_check_mode=True,
     )
     p = module.params
     label = p["label"] or socket.gethostname()
     engine = p["engine"]
+    python = p["python"] or os.path.join(p["venv"], "bin", "python")
 
-    version = _read_version(module, label, p["venv"], engine)
+    container, image_id = None, None
+    if p["image"]:
+        container = {"engine": p["container_engine"], "image": p["image"]}
+        image_id = _image_id(module, container)
+        if image_id is None:
+            if module.check_mode:
+                module.exit_json(changed=False, checked=False, ok=True, errors=[], flag_warnings=[], flags=[],
+                                 version="", help_cache="", cached=False,
+                                 msg="%s: image %s is not on this node yet: its flags are checked once a run "
+                                     "has pulled or built it" % (label, p["image"]))
+            module.fail_json(msg="%s: image %s is not on this node (%s image inspect): pull or build it before "
+                                 "the flag check" % (label, p["image"], p["container_engine"]), checked=False)
+        container["image"] = image_id
+
+    version = _read_version(module, label, python, engine, container)
     try:
-        path = os.path.join(p["cache_dir"], flagcheck.help_cache_name(engine, version))
+        path = os.path.join(p["cache_dir"], flagcheck.help_cache_name(engine, version, image_id))
     except ValueError as exc:
         module.fail_json(msg="%s: %s" % (label, to_native(exc)), version=version)
-    result = dict(changed=False, version=version, help_cache=path, cached=os.path.isfile(path))
+    result = dict(changed=False, checked=True, version=version, help_cache=path, cached=os.path.isfile(path))
 
     if result["cached"]:
         with open(path, encoding="utf-8", errors="replace") as handle:
             help_text = handle.read()
     else:
         help_text = flagcheck.cache_text(_run_help(module, label, p["help_command"],
-                                                   {k: str(v) for k, v in p["help_environment"].items()}))
+                                                   {k: str(v) for k, v in p["help_environment"].items()},
+                                                   container))
         result["changed"] = True
         if module._diff:
             result["diff"] = dict(before={"path": path, "state": "absent"}, after={"path": path, "state": "file"})

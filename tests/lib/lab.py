@@ -172,6 +172,16 @@ def recap(text):
     return out
 
 
+def task_hosts(out, task, status="changed"):
+    """The hosts a task reported `status` for (changed, ok, skipping, fatal), in every run of that task
+    name in `out` (task: its name after the role, e.g. "llmfleet.cluster.serve : Copy ...")."""
+    hosts = set()
+    for section in out.split(f"TASK [{task}]")[1:]:
+        section = section.split("TASK [", 1)[0]
+        hosts.update(re.findall(rf"^{status}: \[([^\]]+?)(?: -> [^\]]+)?\]", section, re.M))
+    return hosts
+
+
 def drained(out, host="spark1", task="llmfleet.cluster.serve : Stop the API rank first"):
     """What `host`'s API rank stop drained, from a `-v` run's output: (most requests seen running,
     seconds waited). Per host: another group's API rank may stop in the same task (a new key

@@ -310,7 +310,7 @@ def wait_booted(container: str, timeout: float = 120) -> None:
 # profile refuses (without that filter, sshd's audit write for a tty session needs AUDIT_WRITE, or it drops
 # the session); its engine containers run with --cgroups=disabled (llm_server), since this lab's nodes
 # cannot make cgroups. Off by default: the other checks run on nodes with a fresh node's privileges.
-NESTED_CONTAINER_NODES = {"thor3"} if os.environ.get("LLMFLEET_SIM_NESTED") == "1" else set()
+NESTED_CONTAINER_NODES = {"spark3", "thor3"} if os.environ.get("LLMFLEET_SIM_NESTED") == "1" else set()
 
 
 def nested_container_args() -> list[str]:

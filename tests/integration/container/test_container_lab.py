@@ -2,11 +2,14 @@
 
     make integration-container     # = LLMFLEET_SIM_NESTED=1 lab-up, then LLMFLEET_CONTAINER_LAB=1 pytest -s this file
 
-The sim's SmolLM2 replicas written out as two groups (smol-1 on spark3 from its venv, smol-2 on thor3
-from an image thor3 builds from the release's venv): thor3 runs podman inside (tools/simlab/simlab.py,
-NESTED_CONTAINER_NODES). Checked: the engine really runs in a container as the service user, answers
-the official `openai` client, a serve.yml re-run with the same image ID leaves it running, a new image
-ID restarts it and the old one brings it back; at the end serve.yml puts smol-2 back on its venv."""
+The sim's SmolLM2 replicas written out as two container groups of one release, smol-1 on spark3 and smol-2
+on thor3: spark3 (the first of them in inventory order: the image's source) builds the image from the
+release's venv, thor3 copies it from spark3 over the fabric. Both run podman inside
+(tools/simlab/simlab.py, NESTED_CONTAINER_NODES). Checked: one build, one copy with the source's image
+ID, the engine really runs in a container as the service user, answers the official `openai` client, a
+serve.yml re-run with the same image ID leaves it running, a new image ID restarts it and the old one
+brings it back; the flag check reads each image's own --help; at the end serve.yml puts both back on
+their venvs."""
 import os
 import sys
 from pathlib import Path
@@ -16,33 +19,41 @@ import yaml
 from openai import OpenAI
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lib"))
-from lab import FABRIC_IP, ROOT, api_key, failures, node, recap, run_playbook  # noqa: E402 (tests/lib: the one lab helper)
+from lab import FABRIC_IP, ROOT, api_key, failures, node, recap, run_playbook, task_hosts  # noqa: E402 (tests/lib: the one lab helper)
 
 pytestmark = pytest.mark.skipif(os.environ.get("LLMFLEET_CONTAINER_LAB") != "1",
                                 reason="opt-in lab test: make integration-container (LLMFLEET_CONTAINER_LAB=1)")
 
 UNIT = "llmfleet-serve-smollm2"
 HOST = "thor3"
+SOURCE = "spark3"
 GROUP = "smol-2"
 PODMAN = "podman"
+SERVE = "llmfleet.cluster.serve : "
 
 
 def sim_groups(image=None):
-    """The sim's serving groups with its smollm2 replicas written out, smol-2 on the container runtime."""
+    """The sim's serving groups with its smollm2 replicas written out, both on the container runtime
+    (smol-2 on `image` when given)."""
     with open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml"), encoding="utf-8") as fh:
         groups = yaml.safe_load(fh)["llmfleet_serve_groups"]
     smol = groups.pop("smol")
-    groups["smol-1"] = {"hosts": smol["hosts"][:1], "profile": smol["profile"]}
+    groups["smol-1"] = {"hosts": smol["hosts"][:1], "profile": smol["profile"], "runtime": "container"}
     groups[GROUP] = dict({"hosts": smol["hosts"][1:], "profile": smol["profile"], "runtime": "container"},
                          **({"image": image} if image else {}))
     return groups
 
 
+RUNS = {}
+
+
 @pytest.fixture(scope="module", autouse=True)
 def container_group():
-    """smol-2 moved to the container runtime (an image build on thor3), and back to its venv after."""
+    """smol-1 and smol-2 moved to the container runtime (one build on spark3, a copy on thor3), and back
+    to their venvs after."""
     rc, out, _secs = run_playbook("playbooks/serve.yml", extra_vars={"llmfleet_serve_groups": sim_groups()}, timeout=1800)
     assert rc == 0, failures(out)
+    RUNS["first"] = out
     yield
     rc, out, _secs = run_playbook("playbooks/serve.yml", timeout=1800)
     assert rc == 0, failures(out)
@@ -69,6 +80,24 @@ def ask(model="smollm2"):
         messages=[{"role": "user", "content": "What is the capital of France? Answer in one word."}]).choices[0].message.content
 
 
+def test_the_image_is_built_once_on_its_source_and_copied_over_the_fabric():
+    """A fresh lab (make integration-container recreates both nodes): spark3 builds, thor3 copies."""
+    out = RUNS["first"]
+    built = task_hosts(out, SERVE + "Build the engine image from the release's venv")
+    copied = task_hosts(out, SERVE + "Copy the image from the source node over the fabric")
+    if not built and not copied:
+        pytest.skip("both nodes had the image before this run (a re-run on the same lab)")
+    assert built == {SOURCE} and copied == {HOST}, (built, copied)
+    assert image_of_unit(node(HOST)) == image_of_unit(node(SOURCE))
+    # thor3's key opens nothing on spark3 but the export of a built image
+    key = "/etc/llmfleet/image-key/id_ed25519"
+    h = node(HOST)
+    ssh = f"ssh -i {key} -o BatchMode=yes -o UserKnownHostsFile=/etc/llmfleet/image-key/known_hosts root@{FABRIC_IP[SOURCE]}"
+    refused = h.run(f"{ssh} cat /etc/shadow")
+    assert refused.rc == 2 and "refused: only 'save" in refused.stderr and "root:" not in refused.stdout
+    assert h.run(f"{ssh} save localhost/other:1").rc == 2
+
+
 def test_the_engine_runs_inside_the_image_as_the_service_user():
     h = node(HOST)
     line, unit = exec_start(h)
@@ -83,8 +112,16 @@ def test_the_engine_runs_inside_the_image_as_the_service_user():
     pid = h.check_output("ss -Htlnp 'sport = :8000' | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2")
     assert h.check_output(f"stat -Lc %u /proc/{pid}") == uid
     assert h.check_output(f"readlink /proc/{pid}/ns/mnt") != h.check_output("readlink /proc/1/ns/mnt")
-    # the venv replica beside it runs on its node directly
-    assert "podman" not in exec_start(node("spark3"))[0]
+    # the other replica runs in the same image on spark3
+    assert exec_start(node(SOURCE))[0].startswith("ExecStart=/usr/bin/podman run")
+
+
+def test_the_flag_check_read_the_images_own_help():
+    """engine_flags ran the version read and --help inside the image: its cache file names the image."""
+    h = node(HOST)
+    short = image_of_unit(h)[len("sha256:"):][:12]
+    cached = h.check_output(f"ls /var/lib/llmfleet/cache | grep -- '-{short}-help.txt$'")
+    assert cached.startswith("vllm-") and "--max-model-len" in h.file(f"/var/lib/llmfleet/cache/{cached}").content_string
 
 
 def test_the_container_replica_answers_the_official_client():
@@ -106,6 +143,10 @@ def test_same_image_keeps_it_running_a_new_id_restarts_it_and_the_old_one_return
         rc, out, _secs = run_playbook("playbooks/serve.yml", "--limit", HOST, extra_vars={"llmfleet_serve_groups": sim_groups(second)})
         assert rc == 0, failures(out)
         assert image_of_unit(h) != built and started_at(h) != before
+        # an image named in the inventory runs the engine from its own PATH, not the release venv's path
+        line, _unit = exec_start(h)
+        assert line.split(second, 1)[1].split()[:2] == ["vllm", "serve"], line
+        assert h.check_output(f"ls /var/lib/llmfleet/cache | grep -c -- '-{second[len('sha256:'):][:12]}-help.txt$'") == "1"
         assert "Paris" in ask()
     finally:
         rc, out, _secs = run_playbook("playbooks/serve.yml", "--limit", HOST, extra_vars={"llmfleet_serve_groups": sim_groups()})

@@ -483,3 +483,38 @@ def test_each_node_offers_the_ray_resource_of_its_serving_group_only():
     assert plan_of("spark2", spec)["ray_resources"] == {"group_a": 1}
     assert plan_of("thor1", spec)["ray_resources"] == {"group_b": 1}
     assert plan_of("thor2", spec)["ray_resources"] == {}
+
+
+PINNED = "nvcr.io/nvidia/vllm@sha256:" + "c" * 64
+
+
+@pytest.mark.parametrize("spec, host, want", [
+    # two replicas of one release on the container runtime: thor1 builds the image, thor2 copies it from thor1
+    ({"sparks": {"group": "serve_nodes"}, "pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2,
+                                                   "runtime": "container"}},
+     "thor2", {"ref": "localhost/llmfleet-engine:r-vl", "build": True, "source": "thor1", "source_ip": "10.1.0.3",
+               "peers": [{"host": "thor2", "ip": "10.1.0.4"}], "python": "/opt/llmfleet/venvs/current/bin/python"}),
+    # one group over two nodes: its first node (inventory order) is the source, also of itself
+    ({"pair": {"hosts": ["thor2", "thor1"], "profile": "vl", "runtime": "container"}},
+     "thor1", {"source": "thor1", "source_ip": "10.1.0.3", "peers": [{"host": "thor2", "ip": "10.1.0.4"}]}),
+    # another release is another image: each group builds its own
+    ({"a": {"hosts": ["thor1"], "profile": "v1", "runtime": "container"},
+      "b": {"hosts": ["thor2"], "profile": "v1", "runtime": "container", "release": "r-2"}},
+     "thor2", {"ref": "localhost/llmfleet-engine:r-2", "source": "thor2", "peers": []}),
+    # the same release on another container engine is another store: not copied across
+    ({"a": {"hosts": ["thor1"], "profile": "v1", "runtime": "container"},
+      "b": {"hosts": ["thor2"], "profile": "v1", "runtime": "container", "container_engine": "docker"}},
+     "thor2", {"engine": "docker", "source": "thor2", "peers": []}),
+    # a pinned image is pulled by each node from its registry, by digest; the engine on the image's PATH
+    ({"pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2, "runtime": "container", "image": PINNED}},
+     "thor2", {"ref": PINNED, "build": False, "source": "", "source_ip": "", "peers": [], "python": "python3",
+               "commands": {"vllm": {"executable": "vllm", "help": ["vllm", "serve", "--help=all"]},
+                            "sglang": {"executable": "python3", "help": ["python3", "-m", "sglang.launch_server", "--help"]}}}),
+])
+def test_a_built_image_has_one_source_per_cluster_that_its_peers_copy_from(spec, host, want):
+    container = plan_of(host, spec)["serve"]["container"]
+    assert {k: container[k] for k in want} == want
+
+
+def test_a_venv_group_has_no_container_part():
+    assert plan_of("spark1", TWO)["serve"]["container"] == {}

@@ -181,21 +181,29 @@ def test_the_sglang_launcher_is_understood():
 # ------------------------------------------------------------------------------------------------
 # the help cache (engine_flags module): its file name and content
 # ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("engine, version, name", [
-    ("vllm", "0.32.0+cpu", "vllm-0.32.0+cpu-help.txt"),
-    ("sglang", "0.5.10.post1", "sglang-0.5.10.post1-help.txt"),
-    ("vllm", "0.19.1rc1.dev42+g1234abc", "vllm-0.19.1rc1.dev42+g1234abc-help.txt"),
-    ("vllm", "../../etc/x", None),
-    ("vllm", "", None),
-    ("vllm", "0.1 beta", None),
-    ("../vllm", "0.32.0", None),
+IMAGE_ID = "sha256:" + "4f7c0a19be2d" + "0" * 52
+
+
+@pytest.mark.parametrize("engine, version, image, name", [
+    ("vllm", "0.32.0+cpu", None, "vllm-0.32.0+cpu-help.txt"),
+    ("sglang", "0.5.10.post1", None, "sglang-0.5.10.post1-help.txt"),
+    ("vllm", "0.19.1rc1.dev42+g1234abc", None, "vllm-0.19.1rc1.dev42+g1234abc-help.txt"),
+    # the build inside an image: its short ID too (two images of one version may differ)
+    ("vllm", "0.32.0+cpu", IMAGE_ID, "vllm-0.32.0+cpu-4f7c0a19be2d-help.txt"),
+    ("vllm", "0.32.0+cpu", IMAGE_ID[len("sha256:"):], "vllm-0.32.0+cpu-4f7c0a19be2d-help.txt"),
+    ("vllm", "0.32.0+cpu", "nvcr.io/nvidia/vllm:25.09", None),
+    ("vllm", "0.32.0+cpu", "../etc", None),
+    ("vllm", "../../etc/x", None, None),
+    ("vllm", "", None, None),
+    ("vllm", "0.1 beta", None, None),
+    ("../vllm", "0.32.0", None, None),
 ])
-def test_help_cache_name(engine, version, name):
+def test_help_cache_name(engine, version, image, name):
     if name is None:
         with pytest.raises(ValueError, match="cannot name a help cache file"):
-            flagcheck.help_cache_name(engine, version)
+            flagcheck.help_cache_name(engine, version, image)
     else:
-        assert flagcheck.help_cache_name(engine, version) == name
+        assert flagcheck.help_cache_name(engine, version, image) == name
 
 
 @pytest.mark.parametrize("stdout, cached", [

@@ -206,3 +206,70 @@ def test_failures_name_host_and_cause(monkeypatch, bare_venv, tmp_path, case, wo
     out = run_module(monkeypatch, engine_flags, args(bare_venv, tmp_path, prof, argv, "vllm-0.32.0", **extra))
     assert out.failed and words in out.result["msg"], out.result["msg"]
     assert not (tmp_path / "cache").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# a container group's build: version and help read inside the image (the commands checked exactly;
+# the sim's container group runs them for real: molecule/cluster/tests/test_container.py)
+# ------------------------------------------------------------------------------------------------
+IMAGE_ID = "4f7c0a19be2d" + "a" * 52
+IMAGE_REF = "nvcr.io/nvidia/vllm@sha256:" + "b" * 64
+
+
+def image_commands(version, help_text, present=True):
+    """podman answering as a node that has (or lacks) the image, with the engine inside it."""
+    def run(argv):
+        if argv[1:3] == ["image", "inspect"]:
+            return (0, "sha256:%s\n" % IMAGE_ID, "") if present else (125, "", "Error: image not known\n")
+        if "--entrypoint" in argv and argv[argv.index("--entrypoint") + 1] == "python3":
+            return 0, version + "\n", ""
+        return 0, help_text, ""
+    return run
+
+
+def image_args(tmp_path, prof, argv, **extra):
+    return dict({"argv": argv, "engine": prof["engine"], "venv": "/opt/llmfleet/venvs/current",
+                 "help_command": ["vllm", "serve", "--help=all"], "help_environment": ENV,
+                 "cache_dir": str(tmp_path / "cache"), "profile_name": prof["name"], "label": HOST,
+                 "image": IMAGE_REF, "python": "python3"}, **extra)
+
+
+def capture_text(name):
+    with open(os.path.join(HELP_DIR, name + ".txt"), encoding="utf-8") as src:
+        text = src.read()
+    return text[text.index("usage:"):]
+
+
+def test_an_image_is_checked_against_its_own_build(monkeypatch, tmp_path):
+    """The image's 0.31.0 refuses a flag the node's 0.32.0 would take: the check reads the image."""
+    prof, argv = rendered("new", {"new": {"extends": "sim-tiny-llama", "args": {"--attention-backend": "TRITON_ATTN"}}})
+    out = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv),
+                     commands=image_commands("0.11.0", capture_text("vllm-0.11.0")))
+    inside = ["podman", "run", "--rm", "--network", "none"]
+    assert out.calls == [
+        ["podman", "image", "inspect", "--format", "{{.Id}}", IMAGE_REF],
+        inside + ["--entrypoint", "python3", IMAGE_ID, "-c", engine_flags._VERSION_CODE, "vllm"],
+        # the role's help environment by name only, the image by the ID the node has
+        inside + ["--env", "HOME", "--env", "VLLM_NO_USAGE_STATS", "--entrypoint", "vllm", IMAGE_ID, "serve", "--help=all"],
+    ]
+    assert out.failed and any("vllm 0.11.0: unknown flag --attention-backend" in e for e in out.result["errors"])
+    cache = tmp_path / "cache" / "vllm-0.11.0-4f7c0a19be2d-help.txt"
+    assert out.result["help_cache"] == str(cache) and cache.read_text().startswith("usage:")
+    # the next run reads the cache: only the inspect and the version run
+    again = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv),
+                       commands=image_commands("0.11.0", "no help: the cache is read"))
+    assert len(again.calls) == 2 and again.result["cached"] is True and again.failed
+
+
+def test_an_image_the_node_lacks(monkeypatch, tmp_path):
+    """Check mode: not checked (a run pulls or builds it first); a run: fails naming host and image."""
+    prof, argv = rendered("sim-tiny-llama")
+    check = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv),
+                       commands=image_commands("0.32.0", "", present=False), check_mode=True)
+    assert not check.failed and check.result["checked"] is False and len(check.calls) == 1
+    assert f"image {IMAGE_REF} is not on this node yet" in check.result["msg"]
+    run = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv, container_engine="docker"),
+                     commands=image_commands("0.32.0", "", present=False))
+    assert run.failed and run.calls[0][0] == "docker"
+    assert run.result["msg"] == (f"spark1: image {IMAGE_REF} is not on this node (docker image inspect): pull or "
+                                 "build it before the flag check")
