@@ -68,8 +68,9 @@ options:
     description:
       - Check the engine inside this container image (its ID, or a reference the node has) instead of
         on the node. The version read and O(help_command) run in a throw-away container of the image
-        (C(--rm), no network, O(help_environment) passed by name), each with its first word as the
-        entrypoint, so the image's own entrypoint script prints nothing into them.
+        (C(--rm), no network, O(help_environment) passed by name, this process's open-files and
+        process limits, podman's C(--cgroups disabled) as the engine unit has it), each with its first
+        word as the entrypoint, so the image's own entrypoint script prints nothing into them.
       - The cache file then also names the image's short ID, C(<engine>-<version>-<id>-help.txt), as two
         images of one version may be built differently.
       - An image the node does not have yet is not checked in check mode (a run would pull or build
@@ -180,6 +181,7 @@ msg:
 
 import os
 import re
+import resource
 import socket
 import tempfile
 
@@ -198,8 +200,17 @@ def _tail(text, lines=20):
 
 def _in_image(container, command, env_names=()):
     """``command`` in a throw-away container of the image: its first word as the entrypoint (an
-    image's own entrypoint script may print a banner into stdout), no network, env passed by name."""
+    image's own entrypoint script may print a banner into stdout), no network, env passed by name.
+    The open-files and process limits are this process's own: the engine's defaults may be above a
+    container host's hard limits, which its runtime may not raise to (crun's setrlimit EPERM); podman
+    runs it in this process's cgroup, as the engine unit does (a node that cannot make cgroups)."""
     out = [container["engine"], "run", "--rm", "--network", "none"]
+    if os.path.basename(container["engine"]).startswith("podman"):
+        out += ["--cgroups", "disabled"]
+    for name, limit in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
+        soft, hard = resource.getrlimit(limit)
+        if resource.RLIM_INFINITY not in (soft, hard):
+            out += ["--ulimit", "%s=%d:%d" % (name, soft, hard)]
     for name in env_names:
         out += ["--env", name]
     return out + ["--entrypoint", command[0], container["image"]] + list(command[1:])

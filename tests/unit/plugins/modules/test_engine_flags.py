@@ -240,12 +240,18 @@ def capture_text(name):
     return text[text.index("usage:"):]
 
 
+LIMITS = {engine_flags.resource.RLIMIT_NOFILE: (1024, 20000),
+          engine_flags.resource.RLIMIT_NPROC: (engine_flags.resource.RLIM_INFINITY,) * 2}
+
+
 def test_an_image_is_checked_against_its_own_build(monkeypatch, tmp_path):
-    """The image's 0.31.0 refuses a flag the node's 0.32.0 would take: the check reads the image."""
+    """The image's 0.11.0 refuses a flag the node's 0.32.0 would take: the check reads the image."""
+    monkeypatch.setattr(engine_flags.resource, "getrlimit", LIMITS.__getitem__)
     prof, argv = rendered("new", {"new": {"extends": "sim-tiny-llama", "args": {"--attention-backend": "TRITON_ATTN"}}})
     out = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv),
                      commands=image_commands("0.11.0", capture_text("vllm-0.11.0")))
-    inside = ["podman", "run", "--rm", "--network", "none"]
+    # podman keeps it in this cgroup; the limits are the module's own (an unlimited one is left out)
+    inside = ["podman", "run", "--rm", "--network", "none", "--cgroups", "disabled", "--ulimit", "nofile=1024:20000"]
     assert out.calls == [
         ["podman", "image", "inspect", "--format", "{{.Id}}", IMAGE_REF],
         inside + ["--entrypoint", "python3", IMAGE_ID, "-c", engine_flags._VERSION_CODE, "vllm"],
