@@ -136,7 +136,7 @@ def image_holders(serve_groups, container, ref, order):
     return sorted(hosts, key=lambda h: (order.index(h) if h in order else len(order), h))
 
 
-def container_plan(container, release, layout, holders=(), addresses=None):
+def container_plan(container, release, layout, holders=(), addresses=None, transport=''):
     """A container group's runtime on this host: the image to run (the inventory's digest, else the
     image the node builds for the release: serve_groups.BUILT_IMAGE:<release>), the venv the build
     packs, and what the engine reads inside (the model copies and the collection's launchers, read-only;
@@ -145,7 +145,10 @@ def container_plan(container, release, layout, holders=(), addresses=None):
     A built image is built once per cluster, on its source (the first of `holders`, the hosts that run
     the same image), and copied from there to the others over the fabric (`addresses`: host -> fabric
     IP): `source`, `source_ip` and, on the source, the `peers` it exports to. A pinned image is pulled
-    by each node from its registry (source '')."""
+    by each node from its registry (source '').
+
+    `transport`: the group's planned collective transport; on RoCE the engine gets the RDMA devices
+    (/dev/infiniband: NCCL's IB verbs), which the fabric role has confirmed are up."""
     if not container:
         return {}
     ref = image_ref(container, release)
@@ -162,6 +165,7 @@ def container_plan(container, release, layout, holders=(), addresses=None):
         'sglang': {'executable': python, 'help': [python, '-m', 'sglang.launch_server', '--help']},
     }
     return dict(container, ref=ref, venv=layout['release_venv'], python=python, commands=commands, **move,
+                devices=['/dev/infiniband'] if transport == 'roce' else [],
                 mounts=['%s:%s:ro' % (layout['models'], layout['models']), '%s:%s:ro' % (layout['lib'], layout['lib'])])
 
 
@@ -538,7 +542,8 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         if serve.get('container'):
             holders = image_holders(serve_groups, serve['container'], image_ref(serve['container'], release), order)
             fabric = {h: _get(hostvars, h, 'llmfleet_fabric_ip', '') for h in holders}
-            serve['container'] = container_plan(serve['container'], release, layout, holders, fabric)
+            serve['container'] = container_plan(serve['container'], release, layout, holders, fabric,
+                                                serve.get('transport', ''))
         else:
             serve['container'] = {}
         # the serve role's firewall of the engine unit, named as the owned set names it (orphans.py)

@@ -17,6 +17,8 @@ PROFILES = {
            "model": "/m2", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
     "v1": {"name": "v1", "engine": "vllm", "backend": "mp", "device": "cpu", "served_model_name": "small",
            "model": "/m3", "tensor_parallel_size": 1, "pipeline_parallel_size": 1},
+    "vg": {"name": "vg", "engine": "vllm", "backend": "mp", "device": "gpu", "served_model_name": "big",
+           "model": "/m4", "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
 }
 TWO = {"sparks": {"group": "serve_nodes"}, "thors": {"group": "thor", "profile": "sg", "port": 8001, "release": "r-sg"}}
 
@@ -518,3 +520,16 @@ def test_a_built_image_has_one_source_per_cluster_that_its_peers_copy_from(spec,
 
 def test_a_venv_group_has_no_container_part():
     assert plan_of("spark1", TWO)["serve"]["container"] == {}
+
+
+@pytest.mark.parametrize("hosts, want", [
+    # TP 2 over the Sparks' RoCE: NCCL's IB verbs need the RDMA devices inside the container
+    (["spark1", "spark2"], ["/dev/infiniband"]),
+    # the Thors have no RoCE (platforms.py): a TP 2 group there runs over sockets, no device
+    (["thor1", "thor2"], []),
+])
+def test_a_container_group_on_roce_gets_the_rdma_devices(hosts, want):
+    spec = {"g": {"hosts": hosts, "profile": "vg", "runtime": "container", "image": PINNED}}
+    extra = {"all": {"llmfleet_allow_tp_over_sockets": True}}
+    container = plan_of(hosts[1], spec, **extra)["serve"]["container"]
+    assert container["devices"] == want
