@@ -142,10 +142,9 @@ def container_plan(container, release, layout, holders=(), addresses=None, trans
     packs, and what the engine reads inside (the model copies and the collection's launchers, read-only;
     the service home is mounted by llm_server itself).
 
-    A built image is built once per cluster, on its source (the first of `holders`, the hosts that run
-    the same image), and copied from there to the others over the fabric (`addresses`: host -> fabric
-    IP): `source`, `source_ip` and, on the source, the `peers` it exports to. A pinned image is pulled
-    by each node from its registry (source '').
+    An image is built or pulled once per cluster, on its source (the first of `holders`, the hosts that
+    run the same image), and copied from there to the others over the fabric (`addresses`: host ->
+    fabric IP): `source`, `source_ip`, and the `peers` that copy it.
 
     `transport`: the group's planned collective transport; on RoCE the engine gets the RDMA devices
     (/dev/infiniband: NCCL's IB verbs), which the fabric role has confirmed are up."""
@@ -153,7 +152,7 @@ def container_plan(container, release, layout, holders=(), addresses=None, trans
         return {}
     ref = image_ref(container, release)
     addresses = addresses or {}
-    source = holders[0] if container['build'] and holders else ''
+    source = holders[0] if holders else ''
     move = {'source': source, 'source_ip': addresses.get(source, '') if source else '',
             'peers': [{'host': h, 'ip': addresses.get(h, '')} for h in holders[1:]] if source else []}
     # what runs inside: the built image holds the release venv at its path on the node; an image named

@@ -34,13 +34,13 @@ SERVE = "llmfleet.cluster.serve : "
 
 def sim_groups(image=None):
     """The sim's serving groups with its smollm2 replicas written out, both on the container runtime
-    (smol-2 on `image` when given)."""
+    (both pinned to `image` when given, else on the image their release builds)."""
     with open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all.yml"), encoding="utf-8") as fh:
         groups = yaml.safe_load(fh)["llmfleet_serve_groups"]
     smol = groups.pop("smol")
-    groups["smol-1"] = {"hosts": smol["hosts"][:1], "profile": smol["profile"], "runtime": "container"}
-    groups[GROUP] = dict({"hosts": smol["hosts"][1:], "profile": smol["profile"], "runtime": "container"},
-                         **({"image": image} if image else {}))
+    pin = {"image": image} if image else {}
+    groups["smol-1"] = dict({"hosts": smol["hosts"][:1], "profile": smol["profile"], "runtime": "container"}, **pin)
+    groups[GROUP] = dict({"hosts": smol["hosts"][1:], "profile": smol["profile"], "runtime": "container"}, **pin)
     return groups
 
 
@@ -128,29 +128,39 @@ def test_the_container_replica_answers_the_official_client():
     assert "Paris" in ask()
 
 
-def test_same_image_keeps_it_running_a_new_id_restarts_it_and_the_old_one_returns():
-    h = node(HOST)
+def test_same_image_keeps_it_running_a_pinned_image_moves_by_its_id_and_the_built_one_returns():
+    h, src = node(HOST), node(SOURCE)
     built = image_of_unit(h)
     ref = h.check_output(f"{PODMAN} image inspect --format '{{{{index .RepoTags 0}}}}' {built}")
     before = started_at(h)
     rc, out, _secs = run_playbook("playbooks/serve.yml", "--limit", HOST, extra_vars={"llmfleet_serve_groups": sim_groups()})
     assert rc == 0, failures(out)
     assert recap(out)[HOST]["changed"] == 0 and started_at(h) == before, "an unchanged image restarted the engine"
-    # a second image of the same engine (one label more: a new ID), named by its ID (a digest)
-    h.check_output(f"printf 'FROM {built}\\nLABEL org.llmfleet.test=second\\n' | {PODMAN} build -q -t localhost/llmfleet-engine:test-second -f - /tmp")
-    second = "sha256:" + h.check_output(f"{PODMAN} image inspect --format '{{{{.Id}}}}' localhost/llmfleet-engine:test-second").strip()
+    # a second image of the same engine on the source node (one label more: a new ID), pinned by its ID
+    # as an inventory pins a registry's image: the source has it, thor3 copies it by that ID
+    src.check_output(f"printf 'FROM {built}\\nLABEL org.llmfleet.test=second\\n' | {PODMAN} build -q -t localhost/llmfleet-engine:test-second -f - /tmp")
+    second = "sha256:" + src.check_output(f"{PODMAN} image inspect --format '{{{{.Id}}}}' localhost/llmfleet-engine:test-second").strip()
     try:
-        rc, out, _secs = run_playbook("playbooks/serve.yml", "--limit", HOST, extra_vars={"llmfleet_serve_groups": sim_groups(second)})
+        rc, out, _secs = run_playbook("playbooks/serve.yml", extra_vars={"llmfleet_serve_groups": sim_groups(second)})
         assert rc == 0, failures(out)
-        assert image_of_unit(h) != built and started_at(h) != before
+        assert task_hosts(out, SERVE + "Copy the image from the source node over the fabric") == {HOST}
+        assert not task_hosts(out, SERVE + "Pull the pinned image here (its source node has none)")
+        assert image_of_unit(h) == second == image_of_unit(src) and started_at(h) != before
         # an image named in the inventory runs the engine from its own PATH, not the release venv's path
         line, _unit = exec_start(h)
         assert line.split(second, 1)[1].split()[:2] == ["vllm", "serve"], line
         assert h.check_output(f"ls /var/lib/llmfleet/cache | grep -c -- '-{second[len('sha256:'):][:12]}-help.txt$'") == "1"
         assert "Paris" in ask()
+        # the same pin again: thor3 finds its copy by the ID (a loaded image has no registry digest)
+        moved = started_at(h)
+        rc, out, _secs = run_playbook("playbooks/serve.yml", "--limit", HOST,
+                                      extra_vars={"llmfleet_serve_groups": sim_groups(second)})
+        assert rc == 0, failures(out)
+        assert recap(out)[HOST]["changed"] == 0 and started_at(h) == moved
     finally:
-        rc, out, _secs = run_playbook("playbooks/serve.yml", "--limit", HOST, extra_vars={"llmfleet_serve_groups": sim_groups()})
-        h.run(f"{PODMAN} rmi localhost/llmfleet-engine:test-second")
+        rc, out, _secs = run_playbook("playbooks/serve.yml", extra_vars={"llmfleet_serve_groups": sim_groups()})
+        h.run(f"{PODMAN} rmi {second}")
+        src.run(f"{PODMAN} rmi localhost/llmfleet-engine:test-second")
     assert rc == 0, failures(out)
     assert image_of_unit(h) == built and ref.startswith("localhost/llmfleet-engine:")
     assert "Paris" in ask()

@@ -30,6 +30,13 @@ def test_exports_an_image_built_for_a_release(engine, tmp_path):
     assert (tmp_path / "argv").read_text() == "save localhost/llmfleet-engine:sim-vllm-0.32.0-cpu\n"
 
 
+def test_exports_an_image_by_its_id(engine, tmp_path):
+    image_id = "sha256:" + "0123456789abcdef" * 4
+    out = export(engine, f"save {image_id}")
+    assert out.returncode == 0 and out.stdout == "image-bytes\n", out.stderr
+    assert (tmp_path / "argv").read_text() == f"save {image_id}\n"
+
+
 @pytest.mark.parametrize("command, words", [
     (None, "only 'save"),
     ("cat /etc/shadow", "only 'save"),
@@ -37,6 +44,9 @@ def test_exports_an_image_built_for_a_release(engine, tmp_path):
     ("save localhost/llmfleet-engine:a localhost/llmfleet-engine:b", "only 'save"),
     ("load localhost/llmfleet-engine:a", "only 'save"),
     ("save docker.io/library/debian:12", "is not an image this node builds"),
+    ("save sha256:" + "a" * 63, "is not an image ID"),
+    ("save sha256:" + "A" * 64, "is not an image ID"),
+    ("save sha256:" + "a" * 63 + ";", "is not an image ID"),
     ("save localhost/llmfleet-engine:", "bad release"),
     ("save localhost/llmfleet-engine:a;id", "bad release"),
     ("save localhost/llmfleet-engine:*", "bad release"),

@@ -507,9 +507,10 @@ PINNED = "nvcr.io/nvidia/vllm@sha256:" + "c" * 64
     ({"a": {"hosts": ["thor1"], "profile": "v1", "runtime": "container"},
       "b": {"hosts": ["thor2"], "profile": "v1", "runtime": "container", "container_engine": "docker"}},
      "thor2", {"engine": "docker", "source": "thor2", "peers": []}),
-    # a pinned image is pulled by each node from its registry, by digest; the engine on the image's PATH
+    # a pinned image is pulled once, by its source, and copied as a built one; the engine on the image's PATH
     ({"pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2, "runtime": "container", "image": PINNED}},
-     "thor2", {"ref": PINNED, "build": False, "source": "", "source_ip": "", "peers": [], "python": "python3",
+     "thor2", {"ref": PINNED, "build": False, "source": "thor1", "source_ip": "10.1.0.3",
+               "peers": [{"host": "thor2", "ip": "10.1.0.4"}], "python": "python3",
                "commands": {"vllm": {"executable": "vllm", "help": ["vllm", "serve", "--help=all"]},
                             "sglang": {"executable": "python3", "help": ["python3", "-m", "sglang.launch_server", "--help"]}}}),
 ])
