@@ -1,4 +1,7 @@
 #!/bin/sh
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# SPDX-License-Identifier: Apache-2.0
 # The forced command of the image keys (authorized_keys command=..., restrict, from=<the peer's fabric
 # IP>; roles/serve/tasks/container_copy.yml): a peer's `ssh ... save <image>` gets `podman save` (or
 # docker's), on stdout, of one image: one this node built for a release
