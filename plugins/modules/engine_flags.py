@@ -68,7 +68,7 @@ options:
     description:
       - Check the engine inside this container image (its ID, or a reference the node has) instead of
         on the node. The version read and O(help_command) run in a throw-away container of the image
-        (C(--rm), no network, O(help_environment) passed by name, this process's open-files and
+        (C(--rm), the host's network as the engine unit has it, O(help_environment) passed by name, this process's open-files and
         process limits, podman's C(--cgroups disabled) as the engine unit has it), each with its first
         word as the entrypoint, so the image's own entrypoint script prints nothing into them.
       - The cache file then also names the image's short ID, C(<engine>-<version>-<id>-help.txt), as two
@@ -200,11 +200,13 @@ def _tail(text, lines=20):
 
 def _in_image(container, command, env_names=()):
     """``command`` in a throw-away container of the image: its first word as the entrypoint (an
-    image's own entrypoint script may print a banner into stdout), no network, env passed by name.
+    image's own entrypoint script may print a banner into stdout), env passed by name, the host's
+    network as the engine unit has it (a node that runs in a container may not make a network namespace:
+    crun cannot set a new one's sysctls on a read-only /proc/sys).
     The open-files and process limits are this process's own: the engine's defaults may be above a
     container host's hard limits, which its runtime may not raise to (crun's setrlimit EPERM); podman
     runs it in this process's cgroup, as the engine unit does (a node that cannot make cgroups)."""
-    out = [container["engine"], "run", "--rm", "--network", "none"]
+    out = [container["engine"], "run", "--rm", "--network", "host"]
     if os.path.basename(container["engine"]).startswith("podman"):
         out += ["--cgroups", "disabled"]
     for name, limit in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):

@@ -251,7 +251,7 @@ def test_an_image_is_checked_against_its_own_build(monkeypatch, tmp_path):
     out = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv),
                      commands=image_commands("0.11.0", capture_text("vllm-0.11.0")))
     # podman keeps it in this cgroup; the limits are the module's own (an unlimited one is left out)
-    inside = ["podman", "run", "--rm", "--network", "none", "--cgroups", "disabled", "--ulimit", "nofile=1024:20000"]
+    inside = ["podman", "run", "--rm", "--network", "host", "--cgroups", "disabled", "--ulimit", "nofile=1024:20000"]
     assert out.calls == [
         ["podman", "image", "inspect", "--format", "{{.Id}}", IMAGE_REF],
         inside + ["--entrypoint", "python3", IMAGE_ID, "-c", engine_flags._VERSION_CODE, "vllm"],
