@@ -108,13 +108,15 @@ def test_the_engine_runs_inside_the_image_as_the_service_user():
     assert "VLLM_API_KEY" in line and api_key() not in unit
     listed = h.check_output(f"{PODMAN} ps --filter name=^{UNIT}$ --format '{{{{.ImageID}}}} {{{{.Status}}}}'")
     assert listed.split()[0] in image_of_unit(h) and "Up" in listed
-    # the engine (the container's first process) lives in another mount namespace (the image's
-    # filesystem), as the service user. Its pid from podman: `ss -p` cannot name the owner of another
-    # uid's socket on a node without CAP_SYS_PTRACE, as the sim's nodes are
+    # the engine is the container's first process, as the service user: PID 1 of its own PID namespace
+    # (NSpid), running the engine. Read from /proc/<pid>/status and cmdline, which any user may read: on
+    # the sim's nodes (no CAP_SYS_PTRACE) root cannot read another uid's fds or namespace links, so
+    # neither `ss -p` nor /proc/<pid>/ns/* answer
     pid = h.check_output(f"{PODMAN} inspect --format '{{{{.State.Pid}}}}' {UNIT}")
     assert pid.isdigit() and int(pid) > 1, pid
     assert h.check_output(f"stat -Lc %u /proc/{pid}") == uid
-    assert h.check_output(f"readlink /proc/{pid}/ns/mnt") != h.check_output("readlink /proc/1/ns/mnt")
+    assert h.check_output(f"grep '^NSpid:' /proc/{pid}/status").split()[1:] == [pid, "1"]
+    assert " serve " in h.check_output(f"tr '\\0' ' ' < /proc/{pid}/cmdline")
     # the other replica runs in the same image on spark3
     assert exec_start(node(SOURCE))[0].startswith("ExecStart=/usr/bin/podman run")
 
