@@ -144,17 +144,15 @@ def container_plan(container, release, layout, holders=(), addresses=None, trans
 
     An image is built or pulled once per cluster, on its source (the first of `holders`, the hosts that
     run the same image), and copied from there to the others over the fabric (`addresses`: host ->
-    fabric IP): `source`, `source_ip`, and the `peers` that copy it.
+    fabric IP): `source` and `source_ip`.
 
     `transport`: the group's planned collective transport; on RoCE the engine gets the RDMA devices
     (/dev/infiniband: NCCL's IB verbs), which the fabric role has confirmed are up."""
     if not container:
         return {}
     ref = image_ref(container, release)
-    addresses = addresses or {}
     source = holders[0] if holders else ''
-    move = {'source': source, 'source_ip': addresses.get(source, '') if source else '',
-            'peers': [{'host': h, 'ip': addresses.get(h, '')} for h in holders[1:]] if source else []}
+    move = {'source': source, 'source_ip': (addresses or {}).get(source, '')}
     # what runs inside: the built image holds the release venv at its path on the node; an image named
     # in the inventory (NGC's, an engine project's) has the engine on its PATH, as its docs run it
     bindir = layout['current'] + '/bin/' if container['build'] else ''

@@ -495,22 +495,21 @@ PINNED = "nvcr.io/nvidia/vllm@sha256:" + "c" * 64
     ({"sparks": {"group": "serve_nodes"}, "pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2,
                                                    "runtime": "container"}},
      "thor2", {"ref": "localhost/llmfleet-engine:r-vl", "build": True, "source": "thor1", "source_ip": "10.1.0.3",
-               "peers": [{"host": "thor2", "ip": "10.1.0.4"}], "python": "/opt/llmfleet/venvs/current/bin/python"}),
+               "python": "/opt/llmfleet/venvs/current/bin/python"}),
     # one group over two nodes: its first node (inventory order) is the source, also of itself
     ({"pair": {"hosts": ["thor2", "thor1"], "profile": "vl", "runtime": "container"}},
-     "thor1", {"source": "thor1", "source_ip": "10.1.0.3", "peers": [{"host": "thor2", "ip": "10.1.0.4"}]}),
+     "thor1", {"source": "thor1", "source_ip": "10.1.0.3"}),
     # another release is another image: each group builds its own
     ({"a": {"hosts": ["thor1"], "profile": "v1", "runtime": "container"},
       "b": {"hosts": ["thor2"], "profile": "v1", "runtime": "container", "release": "r-2"}},
-     "thor2", {"ref": "localhost/llmfleet-engine:r-2", "source": "thor2", "peers": []}),
+     "thor2", {"ref": "localhost/llmfleet-engine:r-2", "source": "thor2", "source_ip": "10.1.0.4"}),
     # the same release on another container engine is another store: not copied across
     ({"a": {"hosts": ["thor1"], "profile": "v1", "runtime": "container"},
       "b": {"hosts": ["thor2"], "profile": "v1", "runtime": "container", "container_engine": "docker"}},
-     "thor2", {"engine": "docker", "source": "thor2", "peers": []}),
+     "thor2", {"engine": "docker", "source": "thor2", "source_ip": "10.1.0.4"}),
     # a pinned image is pulled once, by its source, and copied as a built one; the engine on the image's PATH
     ({"pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2, "runtime": "container", "image": PINNED}},
-     "thor2", {"ref": PINNED, "build": False, "source": "thor1", "source_ip": "10.1.0.3",
-               "peers": [{"host": "thor2", "ip": "10.1.0.4"}], "python": "python3",
+     "thor2", {"ref": PINNED, "build": False, "source": "thor1", "source_ip": "10.1.0.3", "python": "python3",
                "commands": {"vllm": {"executable": "vllm", "help": ["vllm", "serve", "--help=all"]},
                             "sglang": {"executable": "python3", "help": ["python3", "-m", "sglang.launch_server", "--help"]}}}),
 ])
