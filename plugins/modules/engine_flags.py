@@ -73,8 +73,8 @@ options:
         word as the entrypoint, so the image's own entrypoint script prints nothing into them.
       - The cache file then also names the image's short ID, C(<engine>-<version>-<id>-help.txt), as two
         images of one version may be built differently.
-      - An image the node does not have yet is not checked in check mode (a run would pull or build
-        it first); outside check mode it fails.
+      - An image the node does not have yet, or a container engine it has not installed yet, is not
+        checked in check mode (a run would install, pull or build first); outside check mode it fails.
     type: str
   container_engine:
     description: The container engine that runs O(image).
@@ -163,7 +163,7 @@ help_cache:
   type: str
   sample: /var/lib/llmfleet/cache/vllm-0.32.0+cpu-help.txt
 checked:
-  description: Whether the check ran (false only in check mode, for an image the node does not have yet).
+  description: Whether the check ran (false only in check mode, for an image or container engine the node does not have yet).
   returned: always
   type: bool
   sample: true
@@ -290,6 +290,15 @@ def main():
     container, image_id = None, None
     if p["image"]:
         container = {"engine": p["container_engine"], "image": p["image"]}
+        if not module.get_bin_path(p["container_engine"]):
+            # in check mode the role's install of the engine only reported it would install it
+            if module.check_mode:
+                module.exit_json(changed=False, checked=False, ok=True, errors=[], flag_warnings=[], flags=[],
+                                 version="", help_cache="", cached=False,
+                                 msg="%s: %s is not installed yet: image %s is checked once a run has installed "
+                                     "it and pulled or built the image" % (label, p["container_engine"], p["image"]))
+            module.fail_json(msg="%s: %s is not installed: install it before the flag check of image %s"
+                                 % (label, p["container_engine"], p["image"]), checked=False)
         image_id = _image_id(module, container)
         if image_id is None:
             if module.check_mode:

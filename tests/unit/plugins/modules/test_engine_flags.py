@@ -214,6 +214,7 @@ def test_failures_name_host_and_cause(monkeypatch, bare_venv, tmp_path, case, wo
 # ------------------------------------------------------------------------------------------------
 IMAGE_ID = "4f7c0a19be2d" + "a" * 52
 IMAGE_REF = "nvcr.io/nvidia/vllm@sha256:" + "b" * 64
+ENGINES = {"podman": "/usr/bin/podman", "docker": "/usr/bin/docker"}
 
 
 def image_commands(version, help_text, present=True):
@@ -249,7 +250,7 @@ def test_an_image_is_checked_against_its_own_build(monkeypatch, tmp_path):
     monkeypatch.setattr(engine_flags.resource, "getrlimit", LIMITS.__getitem__)
     prof, argv = rendered("new", {"new": {"extends": "sim-tiny-llama", "args": {"--attention-backend": "TRITON_ATTN"}}})
     out = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv),
-                     commands=image_commands("0.11.0", capture_text("vllm-0.11.0")))
+                     commands=image_commands("0.11.0", capture_text("vllm-0.11.0")), bins=ENGINES)
     # podman keeps it in this cgroup; the limits are the module's own (an unlimited one is left out)
     inside = ["podman", "run", "--rm", "--network", "host", "--cgroups", "disabled", "--ulimit", "nofile=1024:20000"]
     assert out.calls == [
@@ -263,7 +264,7 @@ def test_an_image_is_checked_against_its_own_build(monkeypatch, tmp_path):
     assert out.result["help_cache"] == str(cache) and cache.read_text().startswith("usage:")
     # the next run reads the cache: only the inspect and the version run
     again = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv),
-                       commands=image_commands("0.11.0", "no help: the cache is read"))
+                       commands=image_commands("0.11.0", "no help: the cache is read"), bins=ENGINES)
     assert len(again.calls) == 2 and again.result["cached"] is True and again.failed
 
 
@@ -271,11 +272,26 @@ def test_an_image_the_node_lacks(monkeypatch, tmp_path):
     """Check mode: not checked (a run pulls or builds it first); a run: fails naming host and image."""
     prof, argv = rendered("sim-tiny-llama")
     check = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv),
-                       commands=image_commands("0.32.0", "", present=False), check_mode=True)
+                       commands=image_commands("0.32.0", "", present=False), check_mode=True, bins=ENGINES)
     assert not check.failed and check.result["checked"] is False and len(check.calls) == 1
     assert f"image {IMAGE_REF} is not on this node yet" in check.result["msg"]
     run = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv, container_engine="docker"),
-                     commands=image_commands("0.32.0", "", present=False))
+                     commands=image_commands("0.32.0", "", present=False), bins=ENGINES)
     assert run.failed and run.calls[0][0] == "docker"
     assert run.result["msg"] == (f"spark1: image {IMAGE_REF} is not on this node (docker image inspect): pull or "
                                  "build it before the flag check")
+
+
+def test_a_container_engine_the_node_lacks(monkeypatch, tmp_path):
+    """Check mode on a fresh node (the engine's install only reported): not checked, nothing run;
+    a run: fails naming host, engine and image."""
+    prof, argv = rendered("sim-tiny-llama")
+    check = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv),
+                       commands=image_commands("0.32.0", ""), check_mode=True, bins={})
+    assert not check.failed and check.result["checked"] is False and check.calls == []
+    assert check.result["msg"] == (f"spark1: podman is not installed yet: image {IMAGE_REF} is checked once a run "
+                                   "has installed it and pulled or built the image")
+    run = run_module(monkeypatch, engine_flags, image_args(tmp_path, prof, argv),
+                     commands=image_commands("0.32.0", ""), bins={})
+    assert run.failed and run.calls == []
+    assert run.result["msg"] == f"spark1: podman is not installed: install it before the flag check of image {IMAGE_REF}"
