@@ -304,13 +304,15 @@ def wait_booted(container: str, timeout: float = 120) -> None:
     raise SystemExit(f"{container}: systemd did not reach running within {timeout}s")
 
 
-# Nodes that run a container engine inside, for the container runtime's lab check (LLMFLEET_SIM_NESTED=1,
-# `make integration-container`; docs/containers.md): rootful podman in a podman container needs to mount
-# (SYS_ADMIN), make device nodes (MKNOD), fuse where the host has it, and the syscalls the default seccomp
-# profile refuses (without that filter, sshd's audit write for a tty session needs AUDIT_WRITE, or it drops
-# the session); its engine containers run with --cgroups=disabled (llm_server), since this lab's nodes
-# cannot make cgroups. Off by default: the other checks run on nodes with a fresh node's privileges.
-NESTED_CONTAINER_NODES = {"spark3", "thor3"} if os.environ.get("LLMFLEET_SIM_NESTED") == "1" else set()
+# Nodes that run a container engine inside (docs/containers.md, "The sim"): thor1 and thor2 always, as
+# inventories/sim serves its SGLang group `thors` from a container image; spark3 and thor3 too with
+# LLMFLEET_SIM_NESTED=1 (`make integration-container`, the SmolLM2 replicas as container groups). Rootful
+# podman in a podman container needs to mount (SYS_ADMIN), make device nodes (MKNOD), fuse where the host
+# has it, and the syscalls the default seccomp profile refuses (without that filter, sshd's audit write for
+# a tty session needs AUDIT_WRITE, or it drops the session); its engine containers run with
+# --cgroups=disabled (llm_server), since this lab's nodes cannot make cgroups. The other nodes keep a fresh
+# node's privileges.
+NESTED_CONTAINER_NODES = {"thor1", "thor2"} | ({"spark3", "thor3"} if os.environ.get("LLMFLEET_SIM_NESTED") == "1" else set())
 
 
 def nested_container_args() -> list[str]:

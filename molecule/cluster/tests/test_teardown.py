@@ -24,6 +24,11 @@ MODEL = "/opt/llmfleet/models/tiny-llama/config.json"  # on the serving nodes
 # node configuration of the fabric/python_env/nccl roles, kept like the netplan file (purge=true removes it)
 NODE_CONFIG = ("/etc/llmfleet/comm.env", "/etc/llmfleet/engine.env", "/etc/llmfleet/nccl.env")
 # what the collection leaves on purpose after a teardown: the host protection of the safeguards role
+# the Thors' container group (inventories/sim): thor2 copies thor1's image with its own key, which thor1
+# authorizes for the export only (docs/containers.md)
+IMAGE_SOURCE, IMAGE_COPIER = "thor1", "thor2"
+IMAGE_AUTHORIZED = "/root/.ssh/authorized_keys2"  # the sim's serve_image_authorized_keys
+IMAGE_KEY_DIR = "/etc/llmfleet/image-key"
 HOST_PROTECTION = {"/etc/systemd/system/ssh.service.d/50-llmfleet-oom.conf",
                    "/etc/systemd/system/earlyoom.service.d/50-llmfleet-container.conf"}
 
@@ -57,7 +62,15 @@ def before():
     for name in SERVING:
         assert f"{UNIT}.service" in state[name]["units"]
         assert f"/etc/llmfleet/{UNIT}.env" in state[name]["env"]
+    assert f" llmfleet-image-{IMAGE_COPIER}" in node(IMAGE_SOURCE).file(IMAGE_AUTHORIZED).content_string
+    assert node(IMAGE_COPIER).file(f"{IMAGE_KEY_DIR}/id_ed25519").exists
+    state["images"] = built_images(node(IMAGE_SOURCE))
+    assert state["images"], "thor1 has no built engine image"
     return state
+
+
+def built_images(h):
+    return h.check_output("podman images --format '{{.Repository}}:{{.Tag}}' --filter reference=localhost/llmfleet-engine").split()
 
 
 def test_purge_check_mode_would_remove_venvs_wheelhouse_models_and_removes_nothing(before):
@@ -72,6 +85,9 @@ def test_purge_check_mode_would_remove_venvs_wheelhouse_models_and_removes_nothi
             assert f"changed: [{name}] => (item={path})" in out, (name, path)
         assert llmfleet_units(node(name)) == before[name]["units"]
     assert node("spark1").service(UNIT).is_running
+    for image in before["images"]:
+        assert f"(item=podman {image})" in out, image
+    assert built_images(node(IMAGE_SOURCE)) == before["images"]
 
 
 def test_teardown_leaves_no_unit_dropin_env_file_table_or_process(before):
@@ -96,6 +112,10 @@ def test_teardown_leaves_no_unit_dropin_env_file_table_or_process(before):
             assert h.file(path).exists, (name, path)
         assert h.service("earlyoom").is_running
         assert h.check_output("systemctl show -P OOMScoreAdjust ssh") == "-1000"
+        # the image copies' keys and their authorizations go; the images stay (like the venvs)
+        assert not h.file(IMAGE_KEY_DIR).exists, name
+        assert "llmfleet-image-" not in h.check_output(f"cat {IMAGE_AUTHORIZED} 2>/dev/null || true"), name
+    assert built_images(node(IMAGE_SOURCE)) == before["images"]
 
 
 def test_teardown_again_changes_nothing():
