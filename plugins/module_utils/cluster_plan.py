@@ -30,6 +30,8 @@ DEFAULT_SERVICE = {'user': 'llmfleet', 'group': 'llmfleet', 'home': '/var/lib/ll
 DEFAULT_RAY_PORT = 6379
 DEFAULT_GATEWAY_PORT = 8080
 DEFAULT_GATEWAY_METRICS_PORT = 29000  # the router's Prometheus metrics (sgl_router_*)
+# where a source node authorizes the keys of the nodes that copy its container images (serve_image_authorized_keys)
+DEFAULT_IMAGE_AUTHORIZED_KEYS = '/root/.ssh/authorized_keys'
 DEFAULT_FABRIC_MTU = 9000  # jumbo frames on the fabric (the notes: RoCE and NCCL over sockets both want them)
 CURRENT = 'current'
 
@@ -124,6 +126,11 @@ def paths(prefix=DEFAULT_PREFIX, config_dir=DEFAULT_CONFIG_DIR, release=''):
     }
 
 
+def _image_authorized_keys(hostvars, host):
+    """The authorized_keys file where `host` authorizes the keys that copy its images (serve_image_authorized_keys)."""
+    return _get(hostvars, host, 'serve_image_authorized_keys', DEFAULT_IMAGE_AUTHORIZED_KEYS) or DEFAULT_IMAGE_AUTHORIZED_KEYS
+
+
 def image_ref(container, release):
     """The image a container group runs: the inventory's digest, else the one built for the release."""
     return container['image'] or '%s:%s' % (_groups.BUILT_IMAGE, release or 'unreleased')
@@ -134,6 +141,20 @@ def image_holders(serve_groups, container, ref, order):
     hosts = {h for g in serve_groups or [] if g.get('container') and g['container']['engine'] == container['engine']
              and image_ref(g['container'], g.get('release')) == ref for h in g['hosts']}
     return sorted(hosts, key=lambda h: (order.index(h) if h in order else len(order), h))
+
+
+def image_copiers(host, serve_groups, release, order):
+    """The hosts that copy an image from `host` (it is their image's source: container_plan's `source`),
+    in inventory order: the only keys `host` authorizes for its image export (owned's image_keys)."""
+    out = set()
+    for group in serve_groups or []:
+        container = group.get('container')
+        if not container:
+            continue
+        holders = image_holders(serve_groups, container, image_ref(container, group.get('release') or release), order)
+        if holders and holders[0] == host:
+            out.update(holders[1:])
+    return sorted(out, key=lambda h: (order.index(h) if h in order else len(order), h))
 
 
 def container_plan(container, release, layout, holders=(), addresses=None, transport=''):
@@ -462,10 +483,11 @@ def rolling(planned, head):
             for g in groups if g['backend'] != 'ray' and head not in g['hosts']]
 
 
-def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_hosts, gateway_host=''):
+def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_hosts, gateway_host='', image_keys=None):
     """What the plan assigns to `host`'s machine (module_utils/orphans.py owned_set): the collection's
     units, timers, nft tables and this host's files; a converge removes the rest (llmfleet.cluster.orphans).
-    On an emulated node the units and tables are the machine's: every node of it in this cluster."""
+    On an emulated node the units and tables are the machine's: every node of it in this cluster.
+    image_keys: {file, hosts}: the copying nodes whose image keys this host authorizes (image_copiers)."""
     machine = [host] + [h for h in (emulated or {}).get('nodes') or [] if h != host and h in cluster_hosts]
     nodes = [_orphans.node_assignment(h, _groups.group_of(planned, h), h in ray_nodes,
                                       _get(hostvars, h, 'serve_unit_name', '')) for h in machine]
@@ -474,7 +496,8 @@ def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_host
         if isinstance(extra, (list, tuple)) else []
     complete = not emulated or all(h in cluster_hosts for h in emulated.get('nodes') or [])
     return _orphans.owned_set(nodes, config_dir, _get(hostvars, host, 'ray_node_unit', _orphans.RAY_UNIT),
-                              watched, complete, gateway=bool(gateway_host) and gateway_host in machine)
+                              watched, complete, gateway=bool(gateway_host) and gateway_host in machine,
+                              image_keys=image_keys)
 
 
 def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='', default_profile=None,
@@ -541,6 +564,8 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
             fabric = {h: _get(hostvars, h, 'llmfleet_fabric_ip', '') for h in holders}
             serve['container'] = container_plan(serve['container'], release, layout, holders, fabric,
                                                 serve.get('transport', ''))
+            # the file the source authorizes this node's image key in (the source's own setting)
+            serve['container']['source_authorized_keys'] = _image_authorized_keys(hostvars, serve['container']['source'])
         else:
             serve['container'] = {}
         # the serve role's firewall of the engine unit, named as the owned set names it (orphans.py)
@@ -590,5 +615,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'units': {'ray': _get(hostvars, host, 'ray_node_unit', _orphans.RAY_UNIT), 'serve_prefix': unit_prefix},
         'emulation': emulated,
         'owned': owned(host, hostvars, planned, ray_nodes, layout['config_dir'], emulated, cluster_hosts,
-                       gate.get('host', '')),
+                       gate.get('host', ''),
+                       {'file': _image_authorized_keys(hostvars, host),
+                        'hosts': image_copiers(host, planned, _get(hostvars, host, 'llmfleet_release', ''), order)}),
     }

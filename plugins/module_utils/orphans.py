@@ -33,6 +33,10 @@ nccl                                                                         (ev
 monitoring          llmfleet-monitoring-firewall.service (kept: not planned) table inet llmfleet_monitoring (kept)
 gateway             llmfleet-gateway.service, llmfleet-gateway-firewall.     <config_dir>/llmfleet-gateway.env,
                     service (the plan's gateway host only)                   table inet llmfleet_gateway
+serve (container    none                                                     on an image's source node: one
+runtime)                                                                     line per copying node in
+                                                                             serve_image_authorized_keys,
+                                                                             ending ``llmfleet-image-<host>``
 ==================  ======================================================  ============================
 
 The owned set errs on the side of keeping: a firewall unit is owned on every node of a serving group or
@@ -60,6 +64,10 @@ KEPT_UNITS = ('llmfleet-watchdog@.service', 'llmfleet-watchdog@.timer', 'llmflee
 KEPT_TABLES = ('inet llmfleet_monitoring',)
 # env files every node keeps (fabric, python_env, nccl write them on every node they run on)
 NODE_ENV = ('comm', 'engine', 'nccl')
+# the comment that ends the line of a copying node's image key in its source's authorized_keys
+# (roles/serve/tasks/container_copy.yml writes it)
+IMAGE_KEY_COMMENT = 'llmfleet-image-'
+_IMAGE_KEY_RE = re.compile(r'\s%s(?P<host>\S+)\s*$' % re.escape(IMAGE_KEY_COMMENT))
 # a unit that is not stopped: anything but inactive (failed is stopped, but still listed: reset-failed)
 _RUNNING = ('active', 'activating', 'deactivating', 'reloading', 'refreshing')
 
@@ -92,13 +100,15 @@ def node_assignment(host, group, ray_node, serve_unit_name=''):
             'prefix': group.get('unit_prefix') or SERVE_PREFIX, 'ray': bool(ray_node)}
 
 
-def owned_set(nodes, config_dir, ray_unit=RAY_UNIT, watched_extra=(), complete=True, gateway=False):
+def owned_set(nodes, config_dir, ray_unit=RAY_UNIT, watched_extra=(), complete=True, gateway=False, image_keys=None):
     """What the plan assigns to a machine: `nodes` are node_assignment()s of the inventory hosts on it
     (one for a real node; every emulated node of the machine, this host's first). Units and tables
     are the machine's (one systemd and one nftables per machine), files this host's (its config_dir).
     watched_extra: units safeguards_serve_units names. complete: False where the machine also runs
     nodes of another cluster, which this plan does not know (the module then only reports).
-    gateway: whether the plan puts the cluster's gateway (roles/gateway) on this machine."""
+    gateway: whether the plan puts the cluster's gateway (roles/gateway) on this machine.
+    image_keys: {file, hosts}: the authorized_keys file of this host and the copying nodes whose image
+    keys it authorizes there (cluster_plan.image_copiers); another node's line there is an orphan."""
     own = nodes[0]
     units, tables, files, prefixes, engines = set(), set(), set(), {SERVE_PREFIX}, set()
     for node in nodes:
@@ -140,6 +150,7 @@ def owned_set(nodes, config_dir, ray_unit=RAY_UNIT, watched_extra=(), complete=T
         'units': sorted(units),
         'nft_tables': sorted(tables),
         'files': sorted(files),
+        'image_keys': {'file': (image_keys or {}).get('file') or '', 'hosts': sorted((image_keys or {}).get('hosts') or [])},
         'complete': bool(complete),
     }
 
@@ -265,6 +276,19 @@ def orphans(owned, units, tables=(), files=()):
             'files': sorted(f for f in files if f not in owned_files), 'unknown': sorted(unknown)}
 
 
+def stale_image_keys(text, hosts):
+    """The lines of an authorized_keys `text` that authorize an image key the plan no longer grants:
+    (the copying nodes they name, the text without them). `hosts`: the nodes that copy from this one."""
+    keep, stale = [], []
+    for line in (text or '').splitlines(True):
+        match = _IMAGE_KEY_RE.search(line)
+        if match and match.group('host') not in hosts:
+            stale.append(match.group('host'))
+        else:
+            keep.append(line)
+    return stale, ''.join(keep)
+
+
 def _collection_table(table):
     name = table.split(' ', 1)[-1]
     return name in ('llmfleet_ray', 'llmfleet_gateway') or name.startswith('llmfleet_serve_')
@@ -315,4 +339,5 @@ def summary(host, found, verb='found'):
     parts = ['%s (%s%s)' % (u['unit'], u['kind'], ', running' if u['running'] else '') for u in found.get('units') or []]
     parts += ['nft table %s' % t for t in found.get('nft_tables') or []]
     parts += list(found.get('files') or [])
+    parts += ['image key of %s in %s' % (h, found.get('image_key_file') or 'authorized_keys') for h in found.get('image_keys') or []]
     return '%s: %s' % (host, '%s %s' % (verb, '; '.join(parts)) if parts else 'nothing the plan does not assign')

@@ -283,7 +283,8 @@ def _host_checks(cl, host, out):
 def _orphan_checks(host, probe, out):
     """The collection's units on `host` that its plan does not name (the orphans module's listing, in
     check mode): one running is a FAIL naming node and unit; stopped leftovers (enabled units, files,
-    nftables tables) a WARN; none a PASS. No line where the listing did not run (older data)."""
+    nftables tables, the image key of a node that no longer copies a container image from this one) a
+    WARN; none a PASS. No line where the listing did not run (older data)."""
     if 'orphans' not in probe or probe.get('orphans') is None:
         return
     found = probe.get('orphans') or {}
@@ -302,6 +303,7 @@ def _orphan_checks(host, probe, out):
         return
     left = ['%s (%s, %s)' % (u['unit'], u.get('kind'), u.get('active')) for u in units]
     left += ['nft table %s' % t for t in found.get('nft_tables') or []] + list(found.get('files') or [])
+    left += ['image key of %s in %s' % (h, found.get('image_key_file') or 'authorized_keys') for h in found.get('image_keys') or []]
     if left:
         out.append(check(WARN, host, 'collection units', 'left over on %s, not in its plan: %s; fix: %s'
                          % (host, '; '.join(left), fix)))

@@ -18,6 +18,9 @@ description:
     are stopped, then the engine, firewall and Ray units (an orphan engine releases its memory before a new one
     loads); all are disabled, their files removed, systemd reloaded, failed units reset; then the nftables tables
     still there are deleted (a firewall unit deletes its own when it stops).
+  - An image key of a node that no longer copies a container image from this one (a line of
+    C(owned.image_keys.file) ending in C(llmfleet-image-<node>), the node not in C(owned.image_keys.hosts)) is
+    removed from that file; its other lines stay as they are.
   - With O(state=reported), or in check mode, it changes nothing and returns what it would remove.
   - Where it finds orphans it warns with one line naming the node and each of them (removed, would remove or
     found), so that every run reports them per node without C(-v).
@@ -30,7 +33,9 @@ options:
   owned:
     description:
       - The owned set of the node's plan, C(llmfleet_plan.owned) - C(units), C(nft_tables), C(files),
-        C(config_dir), C(unit_dir), C(patterns), C(serve_prefixes), C(ray_units), C(complete).
+        C(config_dir), C(unit_dir), C(patterns), C(serve_prefixes), C(ray_units), C(complete), and C(image_keys)
+        (C(file) - the authorized_keys file of the node, C(hosts) - the nodes that copy container images from
+        it, whose image keys it authorizes there).
     type: dict
     required: true
   state:
@@ -96,17 +101,26 @@ orphans:
       type: list
       elements: str
       sample: [/etc/llmfleet/llmfleet-serve-tiny-llama-sglang.env]
+    image_keys:
+      description: The copying nodes whose image key this node still authorizes and its plan does not.
+      type: list
+      elements: str
+      sample: [thor2]
+    image_key_file:
+      description: The authorized_keys file read for them (C(owned.image_keys.file)).
+      type: str
+      sample: /root/.ssh/authorized_keys
     unknown:
       description: Units named like the collection's of no kind it installs; never touched.
       type: list
       elements: str
       sample: []
 removed:
-  description: What this run removed (C(units), C(nft_tables), C(files)); empty lists in check mode and with
-    O(state=reported), where RV(orphans) is what would be removed.
+  description: What this run removed (C(units), C(nft_tables), C(files), C(image_keys)); empty lists in check mode
+    and with O(state=reported), where RV(orphans) is what would be removed.
   returned: always
   type: dict
-  sample: {units: [llmfleet-serve-tiny-llama-sglang.service], nft_tables: [], files: []}
+  sample: {units: [llmfleet-serve-tiny-llama-sglang.service], nft_tables: [], files: [], image_keys: []}
 msg:
   description: One line - the node, then what was (or would be) removed.
   returned: always
@@ -115,6 +129,7 @@ msg:
 """
 
 import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native, to_text
@@ -132,10 +147,11 @@ def _listdir(path):
         return []
 
 
-def _read(path):
+def _read(path, whole=False):
+    """A file's text (its first 4 KiB: a unit's hash stamp is in its head; `whole`: all of it), None if unreadable."""
     try:
         with open(path, 'rb') as handle:
-            return to_text(handle.read(4096), errors='surrogate_or_replace')
+            return to_text(handle.read() if whole else handle.read(4096), errors='surrogate_or_replace')
     except OSError:
         return None
 
@@ -221,6 +237,18 @@ def _remove(module, path):
         module.fail_json(msg='could not remove %s: %s' % (path, to_native(exc)))
 
 
+def _rewrite(module, path, text):
+    """Writes `text` to `path` in place of its content (atomic; the file keeps its owner and mode)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or '.', prefix='.llmfleet-orphans-')
+    try:
+        with os.fdopen(fd, 'w') as handle:
+            handle.write(text)
+    except OSError as exc:
+        os.unlink(tmp)
+        module.fail_json(msg='cannot write %s: %s' % (path, exc))
+    module.atomic_move(tmp, path)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -234,8 +262,13 @@ def main():
     node = module.params['node'] or os.uname()[1]
     host = _Node(module, owned)
     found = _o.orphans(owned, host.units(), host.tables(), host.files())
-    removed = {'units': [], 'nft_tables': [], 'files': []}
-    pending = bool(found['units'] or found['nft_tables'] or found['files'])
+    keys = owned.get('image_keys') or {}
+    key_file = keys.get('file') or ''
+    key_text = _read(key_file, whole=True) if key_file else None
+    found['image_keys'], kept_keys = _o.stale_image_keys(key_text, keys.get('hosts') or [])
+    found['image_key_file'] = key_file
+    removed = {'units': [], 'nft_tables': [], 'files': [], 'image_keys': []}
+    pending = bool(found['units'] or found['nft_tables'] or found['files'] or found['image_keys'])
     can = state == 'absent' and pending
     if can and not owned.get('complete', True):
         module.warn('the plan does not know every node of this machine (an emulated node of another cluster runs '
@@ -257,8 +290,10 @@ def main():
             for table in found['nft_tables']:
                 if table in left:
                     host.run([host.nft, 'delete', 'table'] + table.split(' ', 1))
+        if found['image_keys']:
+            _rewrite(module, key_file, kept_keys)
         removed = {'units': [u['unit'] for u in found['units']], 'nft_tables': list(found['nft_tables']),
-                   'files': list(found['files'])}
+                   'files': list(found['files']), 'image_keys': list(found['image_keys'])}
     verb = ('would remove' if module.check_mode else 'removed') if can else 'found'
     line = _o.summary(node, found, verb)
     if pending:

@@ -10,6 +10,10 @@ table, and its env file - then asserts:
   second run changes nothing;
 - validate.yml passes again, with a "collection units" PASS line on every node.
 
+And on thor1, the source of the Thors' container image (inventories/sim), an image key authorized for
+thor3, which copies nothing from it: validate WARNs, `--check` reports it, the converge removes that
+line and keeps thor2's (docs/containers.md).
+
 Restores what it planted whatever happens. Written without a lab to run it on (issue 38 item 5): see
 the report of that change for what was run and what was not.
 """
@@ -26,6 +30,11 @@ FW_UNIT = "llmfleet-firewall-serve-planted-orphan"
 TABLE = "llmfleet_serve_planted_orphan"
 ENV = f"/etc/llmfleet/{UNIT}.env"
 UNIT_DIR = "/etc/systemd/system"
+# thor1's authorized_keys for image copies (the sim's serve_image_authorized_keys), and a key line as
+# roles/serve/tasks/container_copy.yml writes one, for a node the plan does not have copying from thor1
+SOURCE, KEYS, STALE = "thor1", "/root/.ssh/authorized_keys2", "thor3"
+STALE_LINE = (f'restrict,from="{FABRIC_IP[STALE]}",command="/opt/llmfleet/libexec/llmfleet-image-export podman" '
+              f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlantedPlantedPlantedPlantedPlantedPlanted llmfleet-image-{STALE}")
 LINE_RE = re.compile(r"^\s*(PASS|WARN|FAIL) (\S+): ([^:]+): (.+)$", re.M)
 
 ENGINE_TEXT = (f"# Managed by Ansible (llmfleet.cluster llm_server). Edit the inventory, not this file.\n"
@@ -65,7 +74,11 @@ def orphan():
     h.run_expect([0], f"chmod 0600 {ENV} && systemctl daemon-reload && systemctl enable --now {FW_UNIT}.service {UNIT}.service")
     state = planted(h)
     assert state["engine_active"] == "active" and state["fw_active"] == "active" and state["table"], state
+    src = node(SOURCE)
+    assert "llmfleet-image-thor2" in src.file(KEYS).content_string  # the plan's copier, which must stay
+    src.run_expect([0], f"echo '{STALE_LINE}' >> {KEYS}")
     yield h
+    src.run(f"sed -i '/ llmfleet-image-{STALE}$/d' {KEYS}")
     h.run(f"systemctl disable --now {UNIT}.service {FW_UNIT}.service; nft delete table inet {TABLE}; "
           f"rm -f {UNIT_DIR}/{UNIT}.service {UNIT_DIR}/{FW_UNIT}.service {ENV}; systemctl daemon-reload; "
           f"systemctl reset-failed {UNIT}.service {FW_UNIT}.service")
@@ -83,6 +96,8 @@ def test_an_orphan_fails_validate_is_reported_in_check_mode_then_removed_once(or
     # and nothing else fails: the lab is as the checks before this one left it (a FAIL of its own here
     # is theirs, not the orphan's)
     assert [(s, t, c) for s, t, c, _d in lines if s == "FAIL"] == [("FAIL", HOST, "collection units")], failures(out)
+    warned = [d for s, t, c, d in lines if (s, t, c) == ("WARN", SOURCE, "collection units")]
+    assert warned and f"image key of {STALE} in {KEYS}" in warned[0], lines
 
     # check mode: reported on thor2, nothing changed
     rc, out, _secs = run_playbook("playbooks/common.yml", "--check")
@@ -90,8 +105,10 @@ def test_an_orphan_fails_validate_is_reported_in_check_mode_then_removed_once(or
     assert (f"{HOST}: would remove {FW_UNIT}.service (serve_firewall, running); {UNIT}.service (engine, running); "
             f"nft table inet {TABLE}; {ENV}") in flat(out)
     assert recap(out)[HOST]["changed"] >= 1
+    assert f"{SOURCE}: would remove image key of {STALE} in {KEYS}" in flat(out)
     state = planted(orphan)
     assert state["engine_active"] == "active" and state["table"] and len(state["files"]) == 3, state
+    assert STALE_LINE in node(SOURCE).file(KEYS).content_string
 
     # the converge: removed on thor2 by its first role (common: play 2 of site.yml, and a dependency of
     # every role), reported per node; nothing else changes. common.yml alone, not site.yml: the same
@@ -100,8 +117,11 @@ def test_an_orphan_fails_validate_is_reported_in_check_mode_then_removed_once(or
     assert rc == 0, failures(out)
     assert (f"{HOST}: removed {FW_UNIT}.service (serve_firewall, running); {UNIT}.service (engine, running); "
             f"nft table inet {TABLE}; {ENV}") in flat(out)
-    assert recap(out)[HOST]["changed"] >= 1
-    assert all(recap(out)[h]["changed"] == 0 for h in FABRIC_IP if h != HOST), recap(out)
+    assert recap(out)[HOST]["changed"] >= 1 and recap(out)[SOURCE]["changed"] >= 1
+    assert f"{SOURCE}: removed image key of {STALE} in {KEYS}" in flat(out)
+    assert all(recap(out)[h]["changed"] == 0 for h in FABRIC_IP if h not in (HOST, SOURCE)), recap(out)
+    keys = node(SOURCE).file(KEYS).content_string
+    assert f"llmfleet-image-{STALE}" not in keys and "llmfleet-image-thor2" in keys
     state = planted(orphan)
     assert state == {"engine_active": "inactive", "fw_active": "inactive", "files": [], "table": False,
                      "enabled": "0"}, state

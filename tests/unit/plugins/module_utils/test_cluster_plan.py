@@ -533,3 +533,29 @@ def test_a_container_group_on_roce_gets_the_rdma_devices(hosts, want):
     extra = {"all": {"llmfleet_allow_tp_over_sockets": True}}
     container = plan_of(hosts[1], spec, **extra)["serve"]["container"]
     assert container["devices"] == want
+
+
+@pytest.mark.parametrize("spec, extra, host, want", [
+    # the source of a built image authorizes its copiers' keys, in its own authorized_keys file
+    ({"pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2, "runtime": "container"}}, {},
+     "thor1", {"file": "/root/.ssh/authorized_keys", "hosts": ["thor2"]}),
+    # a copier authorizes none; the inventory names the file (the sim: authorized_keys2)
+    ({"pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2, "runtime": "container"}},
+     {"all": {"serve_image_authorized_keys": "/root/.ssh/authorized_keys2"}},
+     "thor2", {"file": "/root/.ssh/authorized_keys2", "hosts": []}),
+    # two groups of one release and engine: one source for both; another release is another source
+    ({"a": {"hosts": ["thor2"], "profile": "v1", "runtime": "container"},
+      "b": {"hosts": ["thor1"], "profile": "v1", "runtime": "container"},
+      "c": {"hosts": ["spark1"], "profile": "v1", "runtime": "container", "release": "r-2"}}, {},
+     "thor1", {"file": "/root/.ssh/authorized_keys", "hosts": ["thor2"]}),
+    # venv groups only: nobody copies
+    (None, {}, "spark1", {"file": "/root/.ssh/authorized_keys", "hosts": []}),
+])
+def test_the_owned_image_keys_are_the_nodes_that_copy_from_this_one(spec, extra, host, want):
+    assert plan_of(host, spec, **extra)["owned"]["image_keys"] == want
+
+
+def test_a_copier_writes_its_key_into_the_sources_authorized_keys_file():
+    spec = {"pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2, "runtime": "container"}}
+    plan = plan_of("thor2", spec, thor1={"serve_image_authorized_keys": "/root/.ssh/keys-of-thor1"})
+    assert plan["serve"]["container"]["source_authorized_keys"] == "/root/.ssh/keys-of-thor1"

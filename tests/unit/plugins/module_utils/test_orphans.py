@@ -171,3 +171,24 @@ def test_serve_firewall_names_as_the_serve_role():
         "unit": "llmfleet-firewall-serve-tiny-llama-sglang.service",
         "table": "inet llmfleet_serve_tiny_llama_sglang", "file": "/etc/llmfleet/firewall-%s.nft" % SGL}
     assert o.serve_firewall("acme-tiny.v2", "/c", "acme")["table"] == "inet llmfleet_serve_tiny_v2"
+
+
+@pytest.mark.parametrize("text, hosts, stale, kept", [
+    # the source's copiers stay; a node that no longer copies goes; the operator's lines are never touched
+    ("ssh-ed25519 AAAA op@laptop\nrestrict ssh-ed25519 BBBB llmfleet-image-thor2\nrestrict ssh-ed25519 CCCC llmfleet-image-thor3\n",
+     ["thor2"], ["thor3"], "ssh-ed25519 AAAA op@laptop\nrestrict ssh-ed25519 BBBB llmfleet-image-thor2\n"),
+    # nobody copies any more: every image key goes
+    ("restrict ssh-ed25519 BBBB llmfleet-image-thor2", [], ["thor2"], ""),
+    # a comment that only mentions the name, a key of another tool: kept
+    ("# llmfleet-image-thor2 was here\nssh-ed25519 DDDD llmfleet-image-thor2-backup@x y\n", [], [],
+     "# llmfleet-image-thor2 was here\nssh-ed25519 DDDD llmfleet-image-thor2-backup@x y\n"),
+    # no file
+    (None, [], [], ""),
+])
+def test_stale_image_keys(text, hosts, stale, kept):
+    assert o.stale_image_keys(text, hosts) == (stale, kept)
+
+
+def test_the_summary_names_a_stale_image_key_and_its_file():
+    found = {"units": [], "nft_tables": [], "files": [], "image_keys": ["thor3"], "image_key_file": "/root/.ssh/authorized_keys"}
+    assert o.summary("thor1", found, "removed") == "thor1: removed image key of thor3 in /root/.ssh/authorized_keys"

@@ -229,6 +229,9 @@ NO_ORPHANS = {"units": [], "nft_tables": [], "files": [], "unknown": []}
      "WARN", "left over on spark2, not in its plan: llmfleet-ray.service (ray, inactive); nft table inet llmfleet_ray; "
              "/etc/llmfleet/ray.env"),
     ({"error": "systemctl list-units failed (rc 1): Access denied"}, "WARN", "could not list them: systemctl"),
+    # an image source still authorizes a node that no longer copies from it (the orphans module's image_keys)
+    (dict(NO_ORPHANS, image_keys=["thor3"], image_key_file="/root/.ssh/authorized_keys"),
+     "WARN", "left over on spark2, not in its plan: image key of thor3 in /root/.ssh/authorized_keys"),
     # two running: both named, in one FAIL
     (dict(NO_ORPHANS, units=[{"unit": "a.service", "kind": "engine", "active": "active", "sub": "running", "running": True},
                              {"unit": "llmfleet-watchdog@a.service.timer", "kind": "watchdog", "active": "active",

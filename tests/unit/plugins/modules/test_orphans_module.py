@@ -76,7 +76,7 @@ def test_check_mode_reports_what_it_would_remove_and_runs_only_the_listings(monk
     assert [u["unit"] for u in out.result["orphans"]["units"]] == [
         "llmfleet-firewall-serve-tiny-llama-sglang.service", SGL + ".service", "llmfleet-watchdog@%s.timer" % SGL]
     assert out.result["orphans"]["nft_tables"] == ["inet llmfleet_serve_tiny_llama_sglang"]
-    assert out.result["removed"] == {"units": [], "nft_tables": [], "files": []}
+    assert out.result["removed"] == {"units": [], "nft_tables": [], "files": [], "image_keys": []}
     assert out.result["msg"].startswith("thor1: would remove llmfleet-firewall-serve-tiny-llama-sglang.service")
     assert (unit_dir / (SGL + ".service")).exists() and (config_dir / (SGL + ".env")).exists()
 
@@ -104,7 +104,7 @@ def test_absent_stops_disables_removes_reloads_and_deletes_the_table_left(monkey
         "units": [fw, SGL + ".service", timer], "nft_tables": ["inet llmfleet_serve_tiny_llama_sglang"],
         "files": sorted([str(config_dir / ("firewall-%s.nft" % SGL)), str(config_dir / (SGL + ".env")),
                          str(config_dir / "safeguards" / (SGL + ".json")),
-                         str(unit_dir / (SGL + ".service.d") / o.SAFEGUARDS_DROPIN)])}
+                         str(unit_dir / (SGL + ".service.d") / o.SAFEGUARDS_DROPIN)]), "image_keys": []}
     assert out.result["msg"].startswith("thor1: removed ")
     # the orphan's files are gone (the drop-in's directory with its last file); the twin's and node.json stay
     assert not (unit_dir / (SGL + ".service")).exists() and not (unit_dir / fw).exists()
@@ -133,7 +133,8 @@ def test_a_converged_node_changes_nothing(monkeypatch, node):
     assert not out.failed and not out.result["changed"]
     assert out.calls == [LIST_FILES, LIST_UNITS, [NFT, "list", "tables"]]
     assert out.result["msg"] == "thor1: nothing the plan does not assign"
-    assert out.result["orphans"] == {"units": [], "nft_tables": [], "files": [], "unknown": []}
+    assert out.result["orphans"] == {"units": [], "nft_tables": [], "files": [], "unknown": [], "image_keys": [],
+                                     "image_key_file": ""}
 
 
 def test_reported_lists_without_changing(monkeypatch, node):
@@ -180,3 +181,43 @@ def test_no_nft_no_tables_and_a_prefix_of_the_inventory_is_listed(monkeypatch, n
                      check_mode=True)
     assert out.calls == [LIST_FILES[:-1] + ["acme-*", "llmfleet-*"], LIST_UNITS[:-1] + ["acme-*", "llmfleet-*"]]
     assert out.result["orphans"]["nft_tables"] == []
+
+
+# thor1's authorized_keys as container_copy.yml leaves it on an image's source (the operator's own key first)
+OPERATOR_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOperator operator@laptop\n"
+IMAGE_LINE = ('restrict,from="10.231.1.%s",command="/opt/llmfleet/libexec/llmfleet-image-export podman" '
+              'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI%s llmfleet-image-%s\n')
+
+
+def image_keys(node, tmp_path, copiers):
+    """thor1's owned set where `copiers` copy from it; its authorized_keys authorizes thor2 and thor3."""
+    keys = tmp_path / "authorized_keys"
+    keys.write_text(OPERATOR_KEY + IMAGE_LINE % ("14", "Thor2", "thor2") + IMAGE_LINE % ("16", "Thor3", "thor3"))
+    keys.chmod(0o600)
+    return keys, dict(node[2], image_keys={"file": str(keys), "hosts": copiers})
+
+
+def test_an_image_key_of_a_node_that_no_longer_copies_is_removed_and_the_other_lines_stay(monkeypatch, node, tmp_path):
+    keys, owned = image_keys(node, tmp_path, ["thor2"])
+    out = run_module(monkeypatch, orphans, {"owned": owned, "node": "thor1"}, commands=rehearsal(), bins=BINS)
+    assert not out.failed and out.result["changed"]
+    assert out.result["orphans"]["image_keys"] == ["thor3"] and out.result["removed"]["image_keys"] == ["thor3"]
+    assert keys.read_text() == OPERATOR_KEY + IMAGE_LINE % ("14", "Thor2", "thor2")
+    assert oct(keys.stat().st_mode & 0o777) == "0o600"
+    assert "image key of thor3 in %s" % keys in out.result["msg"]
+
+
+def test_check_mode_reports_a_stale_image_key_and_keeps_it(monkeypatch, node, tmp_path):
+    keys, owned = image_keys(node, tmp_path, [])
+    before = keys.read_text()
+    out = run_module(monkeypatch, orphans, {"owned": owned, "node": "thor1"}, commands=rehearsal(), bins=BINS,
+                     check_mode=True)
+    assert not out.failed and out.result["changed"]
+    assert out.result["orphans"]["image_keys"] == ["thor2", "thor3"] and out.result["removed"]["image_keys"] == []
+    assert keys.read_text() == before and "would remove" in out.result["msg"]
+
+
+def test_no_authorized_keys_file_no_image_key(monkeypatch, node, tmp_path):
+    owned = dict(node[2], image_keys={"file": str(tmp_path / "absent"), "hosts": []})
+    out = run_module(monkeypatch, orphans, {"owned": owned, "state": "reported"}, commands=rehearsal(), bins=BINS)
+    assert out.result["orphans"]["image_keys"] == []
