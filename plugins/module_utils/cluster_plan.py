@@ -43,6 +43,8 @@ INPUTS = (
     'llmfleet_machine', 'llmfleet_machine_gpus', 'llmfleet_cuda_devices',
     # the names of what the roles install, where the inventory renames it (the owned set: owned())
     'ray_node_unit', 'serve_unit_name', 'safeguards_serve_units',
+    # where an image source authorizes its copiers' keys (container_plan, owned()'s image_keys)
+    'serve_image_authorized_keys',
     # the cluster's gateway (gateway())
     'gateway_enabled', 'gateway_host', 'gateway_port', 'gateway_metrics_port',
     # the serving group's layout (serve_layout())

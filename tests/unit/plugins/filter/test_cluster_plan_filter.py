@@ -57,6 +57,19 @@ def test_sim_two_groups_two_engines():
     assert Path(thor1["variant_file"]).is_file() and Path(spark2["variant_file"]).name == "cpu.yml"
 
 
+def test_sim_thors_run_one_image_that_thor1_builds_and_authorizes_thor2_to_copy():
+    """The sim's container group through the filter (only the plan's INPUTS pass it): the sim's own
+    authorized_keys file (its nodes' /root/.ssh/authorized_keys is the controller's key, read-only)."""
+    hostvars, groups = load("sim")
+    thor1, thor2 = cluster_plan("thor1", groups, hostvars), cluster_plan("thor2", groups, hostvars)
+    container = thor2["serve"]["container"]
+    assert (container["ref"], container["source"], container["source_ip"]) == \
+        ("localhost/llmfleet-engine:sim-sglang-0.5.21-cpu", "thor1", "10.231.1.13")
+    assert container["source_authorized_keys"] == "/root/.ssh/authorized_keys2"
+    assert thor1["owned"]["image_keys"] == {"file": "/root/.ssh/authorized_keys2", "hosts": ["thor2"]}
+    assert thor2["owned"]["image_keys"]["hosts"] == [] and cluster_plan("spark1", groups, hostvars)["serve"]["container"] == {}
+
+
 @pytest.mark.parametrize("names", [[n] for n in SHIPPED] + [["lab", "lab-twin"]], ids="+".join)
 def test_every_shipped_inventory_plans_as_the_roles_resolved_it(names):
     hostvars, groups = load(*names)
