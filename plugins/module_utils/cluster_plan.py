@@ -485,12 +485,15 @@ def rolling(planned, head):
             for g in groups if g['backend'] != 'ray' and head not in g['hosts']]
 
 
-def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_hosts, gateway_host='', image_keys=None):
+def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_hosts, gateway_host='', order=()):
     """What the plan assigns to `host`'s machine (module_utils/orphans.py owned_set): the collection's
     units, timers, nft tables and this host's files; a converge removes the rest (llmfleet.cluster.orphans).
-    On an emulated node the units and tables are the machine's: every node of it in this cluster.
-    image_keys: {file, hosts}: the copying nodes whose image keys this host authorizes (image_copiers)."""
+    On an emulated node the units and tables are the machine's: every node of it in this cluster, and so
+    are the image keys its authorized_keys file holds (image_copiers of each node of the machine)."""
     machine = [host] + [h for h in (emulated or {}).get('nodes') or [] if h != host and h in cluster_hosts]
+    release = _get(hostvars, host, 'llmfleet_release', '')
+    copiers = {c for h in machine for c in image_copiers(h, planned, release, list(order))}
+    image_keys = {'file': _image_authorized_keys(hostvars, host), 'hosts': sorted(copiers)}
     nodes = [_orphans.node_assignment(h, _groups.group_of(planned, h), h in ray_nodes,
                                       _get(hostvars, h, 'serve_unit_name', '')) for h in machine]
     extra = _get(hostvars, host, 'safeguards_serve_units', []) or []
@@ -617,7 +620,5 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'units': {'ray': _get(hostvars, host, 'ray_node_unit', _orphans.RAY_UNIT), 'serve_prefix': unit_prefix},
         'emulation': emulated,
         'owned': owned(host, hostvars, planned, ray_nodes, layout['config_dir'], emulated, cluster_hosts,
-                       gate.get('host', ''),
-                       {'file': _image_authorized_keys(hostvars, host),
-                        'hosts': image_copiers(host, planned, _get(hostvars, host, 'llmfleet_release', ''), order)}),
+                       gate.get('host', ''), order),
     }

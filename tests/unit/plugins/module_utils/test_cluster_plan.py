@@ -559,3 +559,11 @@ def test_a_copier_writes_its_key_into_the_sources_authorized_keys_file():
     spec = {"pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2, "runtime": "container"}}
     plan = plan_of("thor2", spec, thor1={"serve_image_authorized_keys": "/root/.ssh/keys-of-thor1"})
     assert plan["serve"]["container"]["source_authorized_keys"] == "/root/.ssh/keys-of-thor1"
+
+
+def test_emulated_nodes_of_one_machine_share_its_authorized_keys_so_each_keeps_every_copier():
+    """thor1 and thor2 emulated on one machine: one authorized_keys file, so thor2's sweep must keep the
+    key thor1 authorizes for thor2 (a per-node set would have each node remove the other's)."""
+    spec = {"pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2, "runtime": "container"}}
+    for host in ("thor1", "thor2"):
+        assert plan_of(host, spec, **ONE_MACHINE)["owned"]["image_keys"]["hosts"] == ["thor2"], host
