@@ -96,7 +96,7 @@ monitoring-rules:
 
 # Controller-side integration: bad inventories (no host contacted), upgrade batching.
 integration-controller: venv link
-	$(BIN)/pytest -q --durations=12 tests/integration/preflight tests/integration/upgrade tests/integration/memory_fit tests/integration/serve_preflight tests/integration/models tests/integration/python_env_source tests/integration/engine_patches tests/integration/wheelhouse tests/integration/gpu_render tests/integration/gateway
+	$(BIN)/pytest -q --durations=12 tests/integration/preflight tests/integration/upgrade tests/integration/memory_fit tests/integration/serve_preflight tests/integration/models tests/integration/python_env_source tests/integration/engine_patches tests/integration/wheelhouse tests/integration/gpu_render tests/integration/gateway tests/integration/container_gpu
 
 # A real NCCL compile (a subset of its kernels) with CUDA 13.0 nvcc; the full build is opt-in.
 integration-nccl: venv link
