@@ -32,6 +32,7 @@ DEFAULT_GATEWAY_PORT = 8080
 DEFAULT_GATEWAY_METRICS_PORT = 29000  # the router's Prometheus metrics (sgl_router_*)
 # where a source node authorizes the keys of the nodes that copy its container images (serve_image_authorized_keys)
 DEFAULT_IMAGE_AUTHORIZED_KEYS = '/root/.ssh/authorized_keys'
+DEFAULT_FABRIC_TRANSPORT = 'auto'  # the fabric role's default: RoCE where it is up, else sockets
 DEFAULT_FABRIC_MTU = 9000  # jumbo frames on the fabric (the notes: RoCE and NCCL over sockets both want them)
 CURRENT = 'current'
 
@@ -583,8 +584,10 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'host': host,
         'fabric_ip': _get(hostvars, host, 'llmfleet_fabric_ip', ''),
         'gpu_arch': _get(hostvars, host, 'llmfleet_gpu_arch', ''),
-        # the fabric NIC's MTU: the inventory's fabric_mtu, else jumbo frames
-        'fabric': {'mtu': _int(_get(hostvars, host, 'fabric_mtu', DEFAULT_FABRIC_MTU), host, 'fabric_mtu', 'an MTU')},
+        # the fabric NIC's MTU: the inventory's fabric_mtu, else jumbo frames; the transport the
+        # inventory asks for (fabric_transport: auto, roce or socket; the fabric role detects the one it gets)
+        'fabric': {'mtu': _int(_get(hostvars, host, 'fabric_mtu', DEFAULT_FABRIC_MTU), host, 'fabric_mtu', 'an MTU'),
+                   'transport': _get(hostvars, host, 'fabric_transport', '') or DEFAULT_FABRIC_TRANSPORT},
         'cluster': {
             'name': cluster,
             'hosts': cluster_hosts,

@@ -65,7 +65,11 @@ CASES = [
     # a worker of the same group: rank 1, the head's URL
     ("spark2", None, {}, {"serve.node_rank": 1, "serve.is_head": False, "serve.head": "spark1",
                           "serve.runs_unit": True, "serve.unit_hosts": ["spark1", "spark2"],
-                          "serve.url": "http://10.1.0.1:8000", "fabric_ip": "10.1.0.2"}),
+                          "serve.url": "http://10.1.0.1:8000", "fabric_ip": "10.1.0.2",
+                          "fabric": {"mtu": 9000, "transport": "auto"}}),
+    # the inventory's fabric settings (validate reads them from the plan)
+    ("spark2", None, {"all": {"fabric_mtu": 8000, "fabric_transport": "socket"}},
+     {"fabric": {"mtu": 8000, "transport": "socket"}}),
     # a Ray worker outside the serving group: no serve part, no API-key file, the llmfleet_release
     ("thor1", None, {}, {"serve": {}, "env_files.serve": "", "release": "r-vl", "cluster.ray_head": "spark1"}),
     # two groups: thor2 serves SGLang on 8001 under its group's release, the API on thor1
