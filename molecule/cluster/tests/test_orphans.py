@@ -35,6 +35,8 @@ UNIT_DIR = "/etc/systemd/system"
 SOURCE, KEYS, STALE = "thor1", "/root/.ssh/authorized_keys2", "thor3"
 STALE_LINE = (f'restrict,from="{FABRIC_IP[STALE]}",command="/opt/llmfleet/libexec/llmfleet-image-export podman" '
               f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlantedPlantedPlantedPlantedPlantedPlanted llmfleet-image-{STALE}")
+COPIER_LINE = (f'restrict,from="{FABRIC_IP["thor2"]}",command="/opt/llmfleet/libexec/llmfleet-image-export podman" '
+               "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlantedCopierPlantedCopierPlantedCopier llmfleet-image-thor2")
 LINE_RE = re.compile(r"^\s*(PASS|WARN|FAIL) (\S+): ([^:]+): (.+)$", re.M)
 
 ENGINE_TEXT = (f"# Managed by Ansible (llmfleet.cluster llm_server). Edit the inventory, not this file.\n"
@@ -75,10 +77,16 @@ def orphan():
     state = planted(h)
     assert state["engine_active"] == "active" and state["fw_active"] == "active" and state["table"], state
     src = node(SOURCE)
-    assert "llmfleet-image-thor2" in src.file(KEYS).content_string  # the plan's copier, which must stay
+    # the plan's copier's line, which must stay: there since thor2 copied the image, else (both nodes
+    # had the image when the lab was converged, as after a teardown) planted as a copy would write it
+    copier = "llmfleet-image-thor2" in src.file(KEYS).content_string
+    if not copier:
+        src.run_expect([0], f"echo '{COPIER_LINE}' >> {KEYS}")
     src.run_expect([0], f"echo '{STALE_LINE}' >> {KEYS}")
     yield h
     src.run(f"sed -i '/ llmfleet-image-{STALE}$/d' {KEYS}")
+    if not copier:
+        src.run(f"sed -i '/{COPIER_LINE.split()[2]}/d' {KEYS}")
     h.run(f"systemctl disable --now {UNIT}.service {FW_UNIT}.service; nft delete table inet {TABLE}; "
           f"rm -f {UNIT_DIR}/{UNIT}.service {UNIT_DIR}/{FW_UNIT}.service {ENV}; systemctl daemon-reload; "
           f"systemctl reset-failed {UNIT}.service {FW_UNIT}.service")
