@@ -35,8 +35,9 @@ UNIT_DIR = "/etc/systemd/system"
 SOURCE, KEYS, STALE = "thor1", "/root/.ssh/authorized_keys2", "thor3"
 STALE_LINE = (f'restrict,from="{FABRIC_IP[STALE]}",command="/opt/llmfleet/libexec/llmfleet-image-export podman" '
               f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlantedPlantedPlantedPlantedPlantedPlanted llmfleet-image-{STALE}")
+PLANTED_COPIER_KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIPlantedCopierPlantedCopierPlantedCopier"
 COPIER_LINE = (f'restrict,from="{FABRIC_IP["thor2"]}",command="/opt/llmfleet/libexec/llmfleet-image-export podman" '
-               "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlantedCopierPlantedCopierPlantedCopier llmfleet-image-thor2")
+               f"ssh-ed25519 {PLANTED_COPIER_KEY} llmfleet-image-thor2")
 LINE_RE = re.compile(r"^\s*(PASS|WARN|FAIL) (\S+): ([^:]+): (.+)$", re.M)
 
 ENGINE_TEXT = (f"# Managed by Ansible (llmfleet.cluster llm_server). Edit the inventory, not this file.\n"
@@ -86,7 +87,7 @@ def orphan():
     yield h
     src.run(f"sed -i '/ llmfleet-image-{STALE}$/d' {KEYS}")
     if not copier:
-        src.run(f"sed -i '/{COPIER_LINE.split()[2]}/d' {KEYS}")
+        src.run(f"sed -i '/ {PLANTED_COPIER_KEY} /d' {KEYS}")
     h.run(f"systemctl disable --now {UNIT}.service {FW_UNIT}.service; nft delete table inet {TABLE}; "
           f"rm -f {UNIT_DIR}/{UNIT}.service {UNIT_DIR}/{FW_UNIT}.service {ENV}; systemctl daemon-reload; "
           f"systemctl reset-failed {UNIT}.service {FW_UNIT}.service")
