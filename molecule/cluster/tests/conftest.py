@@ -33,11 +33,12 @@ FIRST = ("test_rerun.py",)
 # test_upgrade.py leaves the lab on release B (no engine load spent going back to A), then
 # test_teardown.py leaves it torn down (venvs kept): the next converge or `make demo` serves A again.
 LAST = ("test_upgrade.py", "test_teardown.py")
-# The files between FIRST and LAST, in this order: the serving paths and the secure defaults first,
-# the fault-injection checks (each an engine or Ray restart or two) after them. When `make test` runs
-# short of time, its deadline (below) drops checks from the end of this order, not LAST's.
-MIDDLE = ("test_cluster.py", "test_sglang.py", "test_gateway.py", "test_security.py", "test_serve_ray.py", "test_serve_lifecycle.py",
-          "test_orphans.py", "test_validate.py", "test_monitoring.py", "test_safeguards.py", "test_guards.py", "test_partition.py")
+# The files between FIRST and LAST, in this order: the serving paths, the plan as the desired state
+# (orphans: no engine load, so it comes before the ones that restart engines) and the secure defaults
+# first, the fault-injection checks (each an engine or Ray restart or two) after them. When `make test`
+# runs short of time, its deadline (below) drops checks from the end of this order, not LAST's.
+MIDDLE = ("test_cluster.py", "test_sglang.py", "test_orphans.py", "test_gateway.py", "test_security.py", "test_serve_ray.py",
+          "test_serve_lifecycle.py", "test_validate.py", "test_monitoring.py", "test_safeguards.py", "test_guards.py", "test_partition.py")
 
 # Checks whose first step replaces whatever serves (their own serve.yml run): a module that changed
 # what serves may leave its change to them instead of spending an engine load on restoring the
