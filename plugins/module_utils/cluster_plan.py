@@ -146,7 +146,7 @@ def image_holders(serve_groups, container, ref, order):
     return sorted(hosts, key=lambda h: (order.index(h) if h in order else len(order), h))
 
 
-def image_copiers(host, serve_groups, release, order):
+def image_copiers(host, serve_groups, order):
     """The hosts that copy an image from `host` (it is their image's source: container_plan's `source`),
     in inventory order: the only keys `host` authorizes for its image export (owned's image_keys)."""
     out = set()
@@ -154,7 +154,7 @@ def image_copiers(host, serve_groups, release, order):
         container = group.get('container')
         if not container:
             continue
-        holders = image_holders(serve_groups, container, image_ref(container, group.get('release') or release), order)
+        holders = image_holders(serve_groups, container, image_ref(container, group.get('release')), order)
         if holders and holders[0] == host:
             out.update(holders[1:])
     return sorted(out, key=lambda h: (order.index(h) if h in order else len(order), h))
@@ -492,8 +492,7 @@ def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_host
     On an emulated node the units and tables are the machine's: every node of it in this cluster, and so
     are the image keys its authorized_keys file holds (image_copiers of each node of the machine)."""
     machine = [host] + [h for h in (emulated or {}).get('nodes') or [] if h != host and h in cluster_hosts]
-    release = _get(hostvars, host, 'llmfleet_release', '')
-    copiers = {c for h in machine for c in image_copiers(h, planned, release, list(order))}
+    copiers = {c for h in machine for c in image_copiers(h, planned, list(order))}
     image_keys = {'file': _image_authorized_keys(hostvars, host), 'hosts': sorted(copiers)}
     nodes = [_orphans.node_assignment(h, _groups.group_of(planned, h), h in ray_nodes,
                                       _get(hostvars, h, 'serve_unit_name', '')) for h in machine]

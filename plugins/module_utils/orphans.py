@@ -289,6 +289,12 @@ def stale_image_keys(text, hosts):
     return stale, ''.join(keep)
 
 
+def image_key_parts(found):
+    """'image key of <node> in <file>' for each stale image key of orphans' result (the module adds
+    ``image_keys`` and ``image_key_file``): summary() and validate's report name them so."""
+    return ['image key of %s in %s' % (h, found.get('image_key_file') or 'authorized_keys') for h in found.get('image_keys') or []]
+
+
 def _collection_table(table):
     name = table.split(' ', 1)[-1]
     return name in ('llmfleet_ray', 'llmfleet_gateway') or name.startswith('llmfleet_serve_')
@@ -339,5 +345,5 @@ def summary(host, found, verb='found'):
     parts = ['%s (%s%s)' % (u['unit'], u['kind'], ', running' if u['running'] else '') for u in found.get('units') or []]
     parts += ['nft table %s' % t for t in found.get('nft_tables') or []]
     parts += list(found.get('files') or [])
-    parts += ['image key of %s in %s' % (h, found.get('image_key_file') or 'authorized_keys') for h in found.get('image_keys') or []]
+    parts += image_key_parts(found)
     return '%s: %s' % (host, '%s %s' % (verb, '; '.join(parts)) if parts else 'nothing the plan does not assign')

@@ -28,6 +28,7 @@ a document that opens with a Mermaid diagram of that topology.
 
 import re
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils import orphans as _orphans
 from ansible_collections.llmfleet.cluster.plugins.module_utils import topology
 
 PASS, WARN, FAIL = 'PASS', 'WARN', 'FAIL'
@@ -303,7 +304,7 @@ def _orphan_checks(host, probe, out):
         return
     left = ['%s (%s, %s)' % (u['unit'], u.get('kind'), u.get('active')) for u in units]
     left += ['nft table %s' % t for t in found.get('nft_tables') or []] + list(found.get('files') or [])
-    left += ['image key of %s in %s' % (h, found.get('image_key_file') or 'authorized_keys') for h in found.get('image_keys') or []]
+    left += _orphans.image_key_parts(found)
     if left:
         out.append(check(WARN, host, 'collection units', 'left over on %s, not in its plan: %s; fix: %s'
                          % (host, '; '.join(left), fix)))
