@@ -88,12 +88,12 @@ def pytest_collection_modifyitems(config, items):
 # The decision is per file, at its first check: a file's checks hand the lab on to each other (one
 # restores what the one before changed), so a file runs whole or not at all.
 # Unset (a plain `molecule verify`): no deadline.
-# Seconds per file: clean-clone `make test` runs on 2 cores (CI's of 2026-12-06 where it ran the file),
-# rounded up; a file not named here counts DEFAULT_EXPECTED_S.
-EXPECTED_S = {"test_rerun.py": 260, "test_cluster.py": 140, "test_sglang.py": 60, "test_gateway.py": 30, "test_security.py": 180,
-              "test_serve_ray.py": 160, "test_serve_lifecycle.py": 500, "test_orphans.py": 170, "test_validate.py": 260,
+# Seconds per file: a clean-clone `make test` on 2 cores (2026-12-07, or CI's of 2026-12-06 for the
+# files that run did not reach), rounded up; a file not named here counts DEFAULT_EXPECTED_S.
+EXPECTED_S = {"test_rerun.py": 270, "test_cluster.py": 140, "test_sglang.py": 60, "test_gateway.py": 30, "test_security.py": 240,
+              "test_serve_ray.py": 180, "test_serve_lifecycle.py": 500, "test_orphans.py": 170, "test_validate.py": 260,
               "test_monitoring.py": 120, "test_safeguards.py": 130, "test_guards.py": 510, "test_partition.py": 120,
-              "test_upgrade.py": 1000, "test_teardown.py": 240}
+              "test_upgrade.py": 1350, "test_teardown.py": 240}
 DEFAULT_EXPECTED_S = 300
 _FILE_STARTED = {}
 # (clock, file, units_now()) as each file starts: printed when a check failed, to tell in which file's
