@@ -177,9 +177,7 @@ def container_plan(container, release, layout, holders=(), addresses=None, trans
 
     `ray`: on the Ray backend, {'temp_dir', 'token_file'} of the node's Ray: the engine (a Ray driver)
     and the node's Ray, both in the image, meet in Ray's session directory (the raylet's and the object
-    store's sockets) and read the cluster's token, so both are mounted at their paths on the node; and
-    the driver finds its node's raylet among the processes it sees, so the engine runs in the node's
-    PID namespace (`pid_host`)."""
+    store's sockets) and read the cluster's token, so both are mounted at their paths on the node."""
     if not container:
         return {}
     ref = image_ref(container, release)
@@ -199,7 +197,7 @@ def container_plan(container, release, layout, holders=(), addresses=None, trans
         if ray.get('token_file'):
             mounts.append('%s:%s:ro' % (ray['token_file'], ray['token_file']))
     return dict(container, ref=ref, venv=layout['release_venv'], python=python, commands=commands, **move,
-                devices=['/dev/infiniband'] if transport == 'roce' else [], mounts=mounts, pid_host=bool(ray))
+                devices=['/dev/infiniband'] if transport == 'roce' else [], mounts=mounts)
 
 
 # Ray's own authentication (Ray >= 2.52): with RAY_AUTH_MODE=token every GCS, raylet and dashboard
@@ -630,7 +628,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         # where this node's Ray runs from: a Ray-backend group's image on its nodes (the ranks are
         # actors of the node's Ray, so Ray and the engine share the image: the release venv's Ray, the
         # cluster's), else ({}) the release venv
-        'ray_container': (dict(serve['container'], gpus=serve.get('device') != 'cpu', pid_host=False)
+        'ray_container': (dict(serve['container'], gpus=serve.get('device') != 'cpu')
                           if serve and serve.get('backend') == 'ray' and serve.get('container') and host in ray_nodes
                           else {}),
         'paths': layout,

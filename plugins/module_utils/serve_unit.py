@@ -156,10 +156,6 @@ def container_argv(name, argv, container, env_names_, user_ids, workdir, limit_n
         out += ['--ulimit', 'nproc=%d:%d' % (limit_nproc, limit_nproc)]
     if podman:
         out += ['--cgroups', 'disabled']
-    if container.get('pid_host'):
-        # a Ray driver finds its node's raylet by the processes it sees (ray._private.services.find_node_ids):
-        # the raylet runs in the Ray node's own container
-        out += ['--pid', 'host']
     for mount in container.get('mounts') or []:
         out += ['--volume', mount]
     for device in container.get('devices') or []:

@@ -142,12 +142,6 @@ options:
         description: Give the container every GPU (NVIDIA container toolkit).
         type: bool
         default: false
-      pid_host:
-        description:
-          - Run in the node's PID namespace (C(--pid host)). An engine on the Ray backend is a Ray driver, which
-            finds its node's raylet among the processes it can see; the raylet runs in the Ray node's own container.
-        type: bool
-        default: false
   health_url:
     description: Base URL of the API (C(http://ip:port)) on the API node; empty on headless nodes.
     type: str
@@ -486,7 +480,6 @@ def main():
                 mounts=dict(type='list', elements='str', default=[]),
                 devices=dict(type='list', elements='str', default=[]),
                 gpus=dict(type='bool', default=False),
-                pid_host=dict(type='bool', default=False),
             )),
             health_url=dict(type='str', default=''),
             served_model_name=dict(type='str', default=''),

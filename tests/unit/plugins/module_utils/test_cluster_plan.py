@@ -536,16 +536,12 @@ def test_a_ray_backend_group_in_a_container_runs_its_nodes_ray_from_the_image():
     assert ray["ref"] == spark2["serve"]["container"]["ref"] and ray["gpus"] is False and ray["source"] == "spark1"
     assert "/srv/ray:/srv/ray" in ray["mounts"] and spark2["ray_temp_dir"] == "/srv/ray"
     assert "/etc/llmfleet/ray-auth-token:/etc/llmfleet/ray-auth-token:ro" in ray["mounts"]
-    spark1 = plan_of("spark1", spec)
-    assert spark1["ray_container"]["mounts"] == spark1["serve"]["container"]["mounts"]
-    # the engine, a Ray driver, finds its node's raylet among the processes it sees: the node's PID namespace
-    assert spark1["serve"]["container"]["pid_host"] is True and spark1["ray_container"]["pid_host"] is False
+    assert plan_of("spark1", spec)["ray_container"]["mounts"] == plan_of("spark1", spec)["serve"]["container"]["mounts"]
     # another group's node, and a container group of backend mp, run Ray from the venv
     assert plan_of("thor1", spec)["ray_container"] == {} and plan_of("thor2", spec)["ray_container"] == {}
     mp = {"a": {"hosts": ["spark1", "spark2"], "profile": "vl", "runtime": "container"}}
     assert plan_of("spark2", mp)["ray_container"] == {}
     assert not any("ray" in m for m in plan_of("spark2", mp)["serve"]["container"]["mounts"])
-    assert plan_of("spark2", mp)["serve"]["container"]["pid_host"] is False
     assert plan_of("spark2", mp)["ray_temp_dir"] == "/var/lib/llmfleet/ray"
 
 

@@ -171,10 +171,3 @@ def test_container_command_is_the_argv_up_to_the_image_quoted_for_systemd():
         assert part in text
     assert su.container_command(container, 'r', [], '1:2', '/w') == ' '.join(
         su.systemd_quote(a) for a in su.container_argv('r', [], container, [], '1:2', '/w'))
-
-
-@pytest.mark.parametrize('pid_host, want', [(True, ['--pid', 'host']), (False, [])])
-def test_a_ray_driver_runs_in_the_nodes_pid_namespace(pid_host, want):
-    container = {'engine': 'podman', 'image': 'sha256:' + 'e' * 64, 'pid_host': pid_host}
-    out = su.container_argv('u', ['vllm', 'serve'], container, [], '1:2', '/w')
-    assert [a for i, a in enumerate(out) if a == '--pid' or (i and out[i - 1] == '--pid')] == want
