@@ -112,12 +112,11 @@ integration-two-clusters: venv link
 
 # Opt-in (not in `make test`): the sim with spark3 and thor3 able to run containers inside
 # (tools/simlab/simlab.py NESTED_CONTAINER_NODES; the first time, both are recreated and converged
-# afresh), then the container runtime's checks: the smol replicas from an image, then a Ray-backend group
-# whose nodes run Ray from its image; ends with the sim as `make demo` leaves it (docs/containers.md).
+# afresh), then the container runtime's checks; ends with both smol replicas back on their venvs
+# (docs/containers.md).
 integration-container: venv link
 	LLMFLEET_SIM_NESTED=1 $(MAKE) demo
-	LLMFLEET_CONTAINER_LAB=1 $(BIN)/pytest -q -s tests/integration/container/test_container_lab.py \
-	  tests/integration/container/test_ray_container_lab.py
+	LLMFLEET_CONTAINER_LAB=1 $(BIN)/pytest -q -s tests/integration/container/test_container_lab.py
 
 test: venv link
 	$(ROOT)/tools/ci/run_tests.sh

@@ -1,16 +1,14 @@
 # Copyright: llmfleet maintainers
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # SPDX-License-Identifier: Apache-2.0
-"""Filters: where a Ray node registers, RAY_ADDRESS for engines on Ray, LimitNOFILE/LimitMEMLOCK under the
-hard limit, the container engine's command line of a Ray node that runs from an image.
+"""Filters: where a Ray node registers, RAY_ADDRESS for engines on Ray, LimitNOFILE/LimitMEMLOCK under the hard limit.
 
-The computation is in plugins/module_utils/raynet.py and serve_unit.py (pure, unit-tested).
+The computation is in plugins/module_utils/raynet.py (pure, unit-tested).
 """
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
 
 raynet = lazy_import.module_utils('raynet')
-serve_unit = lazy_import.module_utils('serve_unit')
 
 
 class FilterModule:
@@ -20,5 +18,4 @@ class FilterModule:
             'ray_engine_env': lazy_import.function(raynet, 'engine_ray_env'),
             'nofile_clamp': lazy_import.function(raynet, 'clamp_nofile'),
             'memlock_clamp': lazy_import.function(raynet, 'clamp_memlock'),
-            'container_command': lazy_import.function(serve_unit, 'container_command'),
         }

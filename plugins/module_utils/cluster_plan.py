@@ -28,7 +28,6 @@ DEFAULT_PREFIX = '/opt/llmfleet'
 DEFAULT_CONFIG_DIR = '/etc/llmfleet'
 DEFAULT_SERVICE = {'user': 'llmfleet', 'group': 'llmfleet', 'home': '/var/lib/llmfleet'}
 DEFAULT_RAY_PORT = 6379
-DEFAULT_RAY_TEMP_DIR = '/var/lib/llmfleet/ray'  # Ray's --temp-dir: its session, sockets and logs
 DEFAULT_GATEWAY_PORT = 8080
 DEFAULT_GATEWAY_METRICS_PORT = 29000  # the router's Prometheus metrics (sgl_router_*)
 # where a source node authorizes the keys of the nodes that copy its container images (serve_image_authorized_keys)
@@ -42,7 +41,6 @@ INPUTS = (
     'llmfleet_cluster', 'llmfleet_fabric_ip', 'llmfleet_gpu_arch', 'llmfleet_gpus_per_node', 'llmfleet_release',
     'serve_host', 'serve_unit_prefix', 'common_prefix', 'common_config_dir', 'common_service_user',
     'common_service_group', 'common_service_home', 'ray_node_port', 'ray_node_firewall', 'ray_node_auth', 'llmfleet_variants_dir',
-    'ray_node_temp_dir',
     'llmfleet_machine', 'llmfleet_machine_gpus', 'llmfleet_cuda_devices',
     # the names of what the roles install, where the inventory renames it (the owned set: owned())
     'ray_node_unit', 'serve_unit_name', 'safeguards_serve_units',
@@ -162,7 +160,7 @@ def image_copiers(host, serve_groups, order):
     return sorted(out, key=lambda h: (order.index(h) if h in order else len(order), h))
 
 
-def container_plan(container, release, layout, holders=(), addresses=None, transport='', ray=None):
+def container_plan(container, release, layout, holders=(), addresses=None, transport=''):
     """A container group's runtime on this host: the image to run (the inventory's digest, else the
     image the node builds for the release: serve_groups.BUILT_IMAGE:<release>), the venv the build
     packs, and what the engine reads inside (the model copies and the collection's launchers, read-only;
@@ -173,11 +171,7 @@ def container_plan(container, release, layout, holders=(), addresses=None, trans
     fabric IP): `source` and `source_ip`.
 
     `transport`: the group's planned collective transport; on RoCE the engine gets the RDMA devices
-    (/dev/infiniband: NCCL's IB verbs), which the fabric role has confirmed are up.
-
-    `ray`: on the Ray backend, {'temp_dir', 'token_file'} of the node's Ray: the engine (a Ray driver)
-    and the node's Ray, both in the image, meet in Ray's session directory (the raylet's and the object
-    store's sockets) and read the cluster's token, so both are mounted at their paths on the node."""
+    (/dev/infiniband: NCCL's IB verbs), which the fabric role has confirmed are up."""
     if not container:
         return {}
     ref = image_ref(container, release)
@@ -191,13 +185,9 @@ def container_plan(container, release, layout, holders=(), addresses=None, trans
         'vllm': {'executable': bindir + 'vllm', 'help': [bindir + 'vllm', 'serve', '--help=all']},
         'sglang': {'executable': python, 'help': [python, '-m', 'sglang.launch_server', '--help']},
     }
-    mounts = ['%s:%s:ro' % (layout['models'], layout['models']), '%s:%s:ro' % (layout['lib'], layout['lib'])]
-    if ray:
-        mounts.append('%s:%s' % (ray['temp_dir'], ray['temp_dir']))
-        if ray.get('token_file'):
-            mounts.append('%s:%s:ro' % (ray['token_file'], ray['token_file']))
     return dict(container, ref=ref, venv=layout['release_venv'], python=python, commands=commands, **move,
-                devices=['/dev/infiniband'] if transport == 'roce' else [], mounts=mounts)
+                devices=['/dev/infiniband'] if transport == 'roce' else [],
+                mounts=['%s:%s:ro' % (layout['models'], layout['models']), '%s:%s:ro' % (layout['lib'], layout['lib'])])
 
 
 # Ray's own authentication (Ray >= 2.52): with RAY_AUTH_MODE=token every GCS, raylet and dashboard
@@ -573,15 +563,12 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         layout = paths(prefix, config_dir, release)
     except PlanError as exc:
         raise PlanError('%s: %s' % (host, exc)) from exc
-    auth = ray_auth(_get(hostvars, host, 'ray_node_auth', 'token'), layout['config_dir'], host)
-    temp_dir = _get(hostvars, host, 'ray_node_temp_dir', DEFAULT_RAY_TEMP_DIR) or DEFAULT_RAY_TEMP_DIR
     if serve:
         if serve.get('container'):
             holders = image_holders(serve_groups, serve['container'], image_ref(serve['container'], release), order)
             fabric = {h: _get(hostvars, h, 'llmfleet_fabric_ip', '') for h in holders}
-            on_ray = {'temp_dir': temp_dir, 'token_file': auth['token_file']} if serve.get('backend') == 'ray' else None
             serve['container'] = container_plan(serve['container'], release, layout, holders, fabric,
-                                                serve.get('transport', ''), on_ray)
+                                                serve.get('transport', ''))
             # the file the source authorizes this node's image key in (the source's own setting)
             serve['container']['source_authorized_keys'] = _image_authorized_keys(hostvars, serve['container']['source'])
         else:
@@ -623,14 +610,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'release': release,
         'service': {key: _get(hostvars, host, 'common_service_' + key, value) for key, value in DEFAULT_SERVICE.items()},
         'firewall': _flag(_get(hostvars, host, 'ray_node_firewall', True)),
-        'ray_auth': auth,
-        'ray_temp_dir': temp_dir,
-        # where this node's Ray runs from: a Ray-backend group's image on its nodes (the ranks are
-        # actors of the node's Ray, so Ray and the engine share the image: the release venv's Ray, the
-        # cluster's), else ({}) the release venv
-        'ray_container': (dict(serve['container'], gpus=serve.get('device') != 'cpu')
-                          if serve and serve.get('backend') == 'ray' and serve.get('container') and host in ray_nodes
-                          else {}),
+        'ray_auth': ray_auth(_get(hostvars, host, 'ray_node_auth', 'token'), layout['config_dir'], host),
         'paths': layout,
         'env_files': env_files(layout['config_dir'], serve.get('unit', '')),
         'ray_ports': ray_ports(hostvars, host, emulated.get('index', 0)),

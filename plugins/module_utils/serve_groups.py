@@ -178,13 +178,10 @@ def _container(group, where, profile):
     if image and not _serve_unit.image_digest(image):
         return {}, ('%s.image: %r is not pinned by digest: a tag can move under a running cluster; name it as '
                     'name@sha256:<64 hex> (podman/docker image inspect --format {{.Digest}})' % (where, image))
-    if profile.get('backend') == 'ray' and image:
-        # the ranks are actors of the nodes' Ray, which then runs from the group's image: a built image
-        # holds the release venv, whose Ray is the cluster's; a pinned one has its own Ray (or none)
-        return {}, ('%s.image: %r on the Ray backend (profile %s): the group\'s Ray nodes run Ray from its image, '
-                    "and a pinned image's Ray is not the cluster's: drop image (the nodes build the release's "
-                    'image, Ray included), or serve a profile of backend mp/native from it'
-                    % (where, image, profile.get('name') or profile.get('model')))
+    if profile.get('backend') == 'ray':
+        return {}, ('%s.runtime: container, but profile %s runs on the Ray backend, whose ranks are actors of the '
+                    "node's Ray (run from the venv): serve it with runtime venv, or a profile of backend mp/native"
+                    % (where, profile.get('name') or profile.get('model')))
     return {'engine': engine, 'image': image, 'build': not image}, ''
 
 

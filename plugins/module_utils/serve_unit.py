@@ -170,17 +170,6 @@ def container_argv(name, argv, container, env_names_, user_ids, workdir, limit_n
     return out
 
 
-def container_command(container, name, env_names_, user_ids, workdir, limit_nofile=20000, limit_memlock='infinity',
-                      limits_text=''):
-    """ExecStart= text of container_argv() up to and including the image, quoted for systemd: a unit
-    rendered from a template (the Ray node's) appends its own argv. `limits_text` (/proc/1/limits)
-    gives the service manager's hard process limit, as llm_server passes it to the engine units."""
-    from ansible_collections.llmfleet.cluster.plugins.module_utils import raynet
-    argv = container_argv(name, [], container, env_names_, user_ids, workdir, int(limit_nofile), limit_memlock,
-                          raynet.hard_nproc(limits_text or ''))
-    return ' '.join(systemd_quote(arg) for arg in argv)
-
-
 def installed_hash(unit_text):
     for line in (unit_text or '').splitlines():
         if line.startswith(HASH_MARK):

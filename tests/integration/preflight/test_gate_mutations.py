@@ -491,20 +491,6 @@ def container_image_by_tag(f: Fleet):
     return f.head(), "llmfleet_serve_groups"
 
 
-def pinned_image_on_ray(f: Fleet):
-    """The first serving group on the Ray backend, from an image pinned by digest: its nodes' Ray would run
-    from that image, whose Ray is not the cluster's (a built image holds the release venv's)."""
-    spec = f.value(f.head(), "llmfleet_serve_groups")
-    if not spec:
-        raise NotApplicable("no llmfleet_serve_groups: the runtime is a serving group's key")
-    base = serve_groups.entry(spec, f.group().name)[0]
-    name, _profile = f.group_profile()
-    _override_profile(f, name, {"backend": "ray"})
-    moved = dict(spec[base], runtime="container", image="nvcr.io/nvidia/vllm@sha256:" + "0" * 64)
-    f.set_all("llmfleet_serve_groups", dict(spec, **{base: moved}))
-    return f.head(), "llmfleet_serve_groups"
-
-
 def two_agent_ports(f: Fleet):
     """Ray's agent ports as two where the plan needs three: no check above reads the list's length, the
     plan does (the gate's last check builds it)."""
@@ -569,8 +555,6 @@ MUTATIONS: tuple[Mutation, ...] = (
              says="into equal slices"),
     Mutation("engine_profile", "a container group's image named by a tag", container_image_by_tag,
              says="is not pinned by digest"),
-    Mutation("engine_profile", "a Ray-backend group from a pinned image", pinned_image_on_ray,
-             says="a pinned image's Ray is not the cluster's"),
     Mutation("gateway", "gateway_host names no node of the cluster", gateway_elsewhere),
     Mutation("plan", "the head's ray_node_agent_ports with two ports", two_agent_ports, says="not a list of three ports"),
     Mutation("plan", "the head's llmfleet_variants_dir a number", variants_dir_not_a_path, says="is not a directory path"),

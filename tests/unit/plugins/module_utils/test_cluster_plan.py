@@ -526,25 +526,6 @@ def test_a_venv_group_has_no_container_part():
     assert plan_of("spark1", TWO)["serve"]["container"] == {}
 
 
-def test_a_ray_backend_group_in_a_container_runs_its_nodes_ray_from_the_image():
-    # the ranks are actors of the node's raylet: Ray runs from the group's image on each of its nodes,
-    # and the engine (a Ray driver) meets it in Ray's temp dir, with the cluster's token
-    spec = {"a": {"hosts": ["spark1", "spark2"], "profile": "vr", "runtime": "container"},
-            "b": {"hosts": ["thor1"], "profile": "v1"}}
-    spark2 = plan_of("spark2", spec, all={"ray_node_temp_dir": "/srv/ray"})
-    ray = spark2["ray_container"]
-    assert ray["ref"] == spark2["serve"]["container"]["ref"] and ray["gpus"] is False and ray["source"] == "spark1"
-    assert "/srv/ray:/srv/ray" in ray["mounts"] and spark2["ray_temp_dir"] == "/srv/ray"
-    assert "/etc/llmfleet/ray-auth-token:/etc/llmfleet/ray-auth-token:ro" in ray["mounts"]
-    assert plan_of("spark1", spec)["ray_container"]["mounts"] == plan_of("spark1", spec)["serve"]["container"]["mounts"]
-    # another group's node, and a container group of backend mp, run Ray from the venv
-    assert plan_of("thor1", spec)["ray_container"] == {} and plan_of("thor2", spec)["ray_container"] == {}
-    mp = {"a": {"hosts": ["spark1", "spark2"], "profile": "vl", "runtime": "container"}}
-    assert plan_of("spark2", mp)["ray_container"] == {}
-    assert not any("ray" in m for m in plan_of("spark2", mp)["serve"]["container"]["mounts"])
-    assert plan_of("spark2", mp)["ray_temp_dir"] == "/var/lib/llmfleet/ray"
-
-
 @pytest.mark.parametrize("hosts, want", [
     # TP 2 over the Sparks' RoCE: NCCL's IB verbs need the RDMA devices inside the container
     (["spark1", "spark2"], ["/dev/infiniband"]),

@@ -161,20 +161,13 @@ def test_a_group_runs_from_its_venv_or_a_container(entry, container):
     assert g["container"] == container and g["runtime"] == ("container" if container else "venv")
 
 
-def test_a_ray_backend_group_runs_from_the_image_its_release_builds():
-    (g,) = sg.plan({"a": {"group": "gb10", "runtime": "container", "profile": "ray"}}, HOSTS, GROUPS,
-                   ["spark1", "spark2"], dict(PROFILES, ray=RAY), DEFAULTS)
-    assert g["backend"] == "ray" and g["container"] == {"engine": "podman", "image": "", "build": True}
-
-
 @pytest.mark.parametrize("entry, message", [
     ({"runtime": "docker"}, "llmfleet_serve_groups.a.runtime: 'docker' is not a runtime (one of: venv, container)"),
     ({"runtime": "container", "image": "nvcr.io/nvidia/vllm:25.09-py3"},
      "llmfleet_serve_groups.a.image: 'nvcr.io/nvidia/vllm:25.09-py3' is not pinned by digest"),
     ({"runtime": "container", "container_engine": "lxc"}, "llmfleet_serve_groups.a.container_engine: 'lxc' is not one of"),
     ({"image": DIGEST}, "llmfleet_serve_groups.a: image set, but runtime is venv"),
-    ({"runtime": "container", "profile": "ray", "image": DIGEST},
-     "on the Ray backend (profile ray): the group's Ray nodes run Ray from its image, and a pinned image's Ray is not the cluster's"),
+    ({"runtime": "container", "profile": "ray"}, "profile ray runs on the Ray backend"),
 ])
 def test_a_container_group_that_cannot_run_stops_naming_group_key_and_value(entry, message):
     with pytest.raises(sg.ServeGroupError) as err:

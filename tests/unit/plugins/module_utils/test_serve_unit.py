@@ -150,24 +150,3 @@ def test_container_argv_passes_the_hosts_process_limit_only_when_there_is_one(np
     out = su.container_argv('u', ['vllm', 'serve'], container, [], '1:2', '/w', limit_nproc=nproc)
     got = [a for i, a in enumerate(out) if a.startswith('nproc=') or (a == '--ulimit' and out[i + 1].startswith('nproc='))]
     assert got == want
-
-
-# /proc/1/limits of a container host (the sim's nodes): the hard process limit is the last number
-PID1_LIMITS = """Limit                     Soft Limit           Hard Limit           Units
-Max processes             4096                 4096                 processes
-Max open files            20000                20000                files
-"""
-
-
-def test_container_command_is_the_argv_up_to_the_image_quoted_for_systemd():
-    # the Ray node's unit appends `ray start --block ...` to it (roles/ray_node, docs/containers.md)
-    container = {'engine': 'podman', 'image': 'sha256:' + 'd' * 64, 'mounts': ['/srv/ray:/srv/ray'], 'gpus': True}
-    text = su.container_command(container, 'llmfleet-ray', ['HOME', 'RAY_AUTH_TOKEN_PATH'], '998:997', '/var/lib/llmfleet',
-                                65536, 'infinity', PID1_LIMITS)
-    assert text.startswith('podman run --rm --replace --name llmfleet-ray --network host --ipc host ')
-    assert text.endswith(' --env HOME --env RAY_AUTH_TOKEN_PATH sha256:' + 'd' * 64)
-    for part in ('--ulimit memlock=-1:-1', '--ulimit nofile=65536:65536', '--ulimit nproc=4096:4096', '--user 998:997',
-                 '--volume /srv/ray:/srv/ray', '--cgroups disabled', '--device nvidia.com/gpu=all'):
-        assert part in text
-    assert su.container_command(container, 'r', [], '1:2', '/w') == ' '.join(
-        su.systemd_quote(a) for a in su.container_argv('r', [], container, [], '1:2', '/w'))
