@@ -156,6 +156,10 @@ def container_argv(name, argv, container, env_names_, user_ids, workdir, limit_n
         out += ['--ulimit', 'nproc=%d:%d' % (limit_nproc, limit_nproc)]
     if podman:
         out += ['--cgroups', 'disabled']
+    # the engine's output reaches the journal once, as the unit's (the container engine runs in the
+    # foreground, attached): a logging driver would write every line a second time (podman's default,
+    # journald, did: each line under the unit's name and again under podman's)
+    out += ['--log-driver', 'none']
     for mount in container.get('mounts') or []:
         out += ['--volume', mount]
     for device in container.get('devices') or []:

@@ -150,3 +150,10 @@ def test_container_argv_passes_the_hosts_process_limit_only_when_there_is_one(np
     out = su.container_argv('u', ['vllm', 'serve'], container, [], '1:2', '/w', limit_nproc=nproc)
     got = [a for i, a in enumerate(out) if a.startswith('nproc=') or (a == '--ulimit' and out[i + 1].startswith('nproc='))]
     assert got == want
+
+
+@pytest.mark.parametrize('engine', ['/usr/bin/podman', '/usr/bin/docker'])
+def test_a_container_logs_once_through_its_unit(engine):
+    # attached in the foreground, the unit's journal gets the output; a logging driver wrote it twice
+    out = su.container_argv('u', ['vllm', 'serve'], {'engine': engine, 'image': 'sha256:' + 'c' * 64}, [], '1:2', '/w')
+    assert out[out.index('--log-driver') + 1] == 'none' and out.count('--log-driver') == 1
