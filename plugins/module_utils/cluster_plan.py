@@ -28,6 +28,10 @@ DEFAULT_PREFIX = '/opt/llmfleet'
 DEFAULT_CONFIG_DIR = '/etc/llmfleet'
 DEFAULT_SERVICE = {'user': 'llmfleet', 'group': 'llmfleet', 'home': '/var/lib/llmfleet'}
 DEFAULT_RAY_PORT = 6379
+# the env variables each Ray worker must carry as its node's env files declare them (ray_node's audit,
+# validate's report): the inventory's ray_node_audit_vars_regex, else this
+DEFAULT_RAY_AUDIT_VARS_REGEX = '^(NCCL_|GLOO_|UCX_|VLLM_|TP_SOCKET|RAY_AUTH_|MASTER_ADDR$|LD_LIBRARY_PATH$|LD_PRELOAD$)'
+DEFAULT_PROMETHEUS_PORT = 9090  # the monitoring role's Prometheus (monitoring_prometheus_port)
 DEFAULT_GATEWAY_PORT = 8080
 DEFAULT_GATEWAY_METRICS_PORT = 29000  # the router's Prometheus metrics (sgl_router_*)
 # where a source node authorizes the keys of the nodes that copy its container images (serve_image_authorized_keys)
@@ -53,6 +57,10 @@ INPUTS = (
     'llmfleet_allow_tp_over_sockets',
     # the fabric NIC's MTU (fabric configures it, preflight and validate check it)
     'fabric_mtu',
+    # what the node's Ray offers and audits (ray_node starts and audits it, validate judges it)
+    'ray_node_num_gpus', 'ray_node_audit_vars_regex',
+    # the cluster's Prometheus (the monitoring role installs it; validate and the summary ask it)
+    'monitoring_server', 'monitoring_prometheus_port', 'ansible_host',
 ) + tuple('ray_node_' + name for name in ('node_manager_port', 'object_manager_port', 'metrics_port',
                                           'client_server_port', 'autoscaler_metrics_port', 'dashboard_metrics_port',
                                           'agent_ports',
@@ -505,6 +513,36 @@ def owned(host, hostvars, planned, ray_nodes, config_dir, emulated, cluster_host
                               image_keys=image_keys)
 
 
+def ray_num_gpus(hostvars, host):
+    """The GPUs the node's Ray offers: ray_node_num_gpus where the inventory sets it, else
+    llmfleet_gpus_per_node, else 1."""
+    value = _get(hostvars, host, 'ray_node_num_gpus', None)
+    if value is None or value == '':
+        value = _get(hostvars, host, 'llmfleet_gpus_per_node', 1)
+        name = 'llmfleet_gpus_per_node'
+    else:
+        name = 'ray_node_num_gpus'
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if number < 0 or isinstance(value, bool):
+        raise PlanError('%s: %s %r is not a GPU count; set an integer, 0 or more' % (host, name, value))
+    return number
+
+
+def monitoring(hostvars, host, cluster_hosts, head):
+    """The cluster's Prometheus: its node (monitoring_server, else the Ray head), port and the URL the
+    controller and the nodes ask it at (the node's management address, ansible_host). The URL is ''
+    when the node is not a host of the cluster (the monitoring role stops on that)."""
+    server = _get(hostvars, host, 'monitoring_server', '') or head or ''
+    port = _int(_get(hostvars, host, 'monitoring_prometheus_port', DEFAULT_PROMETHEUS_PORT), host,
+                'monitoring_prometheus_port', 'a TCP port')
+    address = (_get(hostvars, server, 'ansible_host', '') or server) if server in cluster_hosts else ''
+    return {'server': server, 'prometheus_port': port,
+            'prometheus_url': 'http://%s:%d' % (address, port) if address else ''}
+
+
 def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='', default_profile=None,
               default_variants_dir='', variant_error='', grouped=False):
     """The plan of `host` (a plain dict; the fact llmfleet_plan).
@@ -614,6 +652,9 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'paths': layout,
         'env_files': env_files(layout['config_dir'], serve.get('unit', '')),
         'ray_ports': ray_ports(hostvars, host, emulated.get('index', 0)),
+        'ray_num_gpus': ray_num_gpus(hostvars, host),
+        'ray_audit_vars_regex': _get(hostvars, host, 'ray_node_audit_vars_regex', '') or DEFAULT_RAY_AUDIT_VARS_REGEX,
+        'monitoring': monitoring(hostvars, host, cluster_hosts, head),
         # the Ray resource that names this node's serving group: a Ray-backend layout's ranks can be
         # placed on its group's nodes only (arch_<arch> alone let a rank land on another group's
         # Spark once a cluster had more Sparks than the layout has ranks)

@@ -571,3 +571,36 @@ def test_emulated_nodes_of_one_machine_share_its_authorized_keys_so_each_keeps_e
     spec = {"pair": {"hosts": ["thor1", "thor2"], "profile": "v1", "replicas": 2, "runtime": "container"}}
     for host in ("thor1", "thor2"):
         assert plan_of(host, spec, **ONE_MACHINE)["owned"]["image_keys"]["hosts"] == ["thor2"], host
+
+
+@pytest.mark.parametrize("extra, want", [
+    ({}, 1),                                                            # llmfleet_gpus_per_node's default
+    ({"all": {"llmfleet_gpus_per_node": 4}}, 4),
+    ({"all": {"llmfleet_gpus_per_node": 4, "ray_node_num_gpus": 0}}, 0),  # engines outside Ray: Ray offers none
+    ({"all": {"ray_node_num_gpus": "2"}}, 2),                            # -e gives strings
+])
+def test_the_gpus_a_nodes_ray_offers(extra, want):
+    assert plan_of("thor1", **extra)["ray_num_gpus"] == want  # a Ray node that serves nothing (no layout to fit)
+
+
+def test_a_gpu_count_that_is_not_one_stops_naming_host_and_variable():
+    with pytest.raises(cp.PlanError, match=r"^spark2: ray_node_num_gpus -1 is not a GPU count"):
+        plan_of("spark2", all={"ray_node_num_gpus": -1})
+
+
+def test_the_audit_regex_is_the_inventorys_else_the_default():
+    assert plan_of("spark2")["ray_audit_vars_regex"] == cp.DEFAULT_RAY_AUDIT_VARS_REGEX
+    assert plan_of("spark2", all={"ray_node_audit_vars_regex": "^NCCL_"})["ray_audit_vars_regex"] == "^NCCL_"
+
+
+@pytest.mark.parametrize("extra, want", [
+    # the Ray head at its management address, Prometheus's default port
+    ({"spark1": {"ansible_host": "192.0.2.1"}}, {"server": "spark1", "prometheus_port": 9090,
+                                                  "prometheus_url": "http://192.0.2.1:9090"}),
+    ({"all": {"monitoring_server": "thor2", "monitoring_prometheus_port": "9091"}},
+     {"server": "thor2", "prometheus_port": 9091, "prometheus_url": "http://thor2:9091"}),
+    # a node outside the cluster: no URL (the monitoring role stops on it)
+    ({"all": {"monitoring_server": "elsewhere"}}, {"server": "elsewhere", "prometheus_port": 9090, "prometheus_url": ""}),
+])
+def test_the_clusters_prometheus(extra, want):
+    assert plan_of("thor1", **extra)["monitoring"] == want
