@@ -28,6 +28,7 @@ DEFAULT_PREFIX = '/opt/llmfleet'
 DEFAULT_CONFIG_DIR = '/etc/llmfleet'
 DEFAULT_SERVICE = {'user': 'llmfleet', 'group': 'llmfleet', 'home': '/var/lib/llmfleet'}
 DEFAULT_RAY_PORT = 6379
+DEFAULT_RAY_TEMP_DIR = '/var/lib/llmfleet/ray'  # Ray's --temp-dir: its sessions, sockets and logs
 # the env variables each Ray worker must carry as its node's env files declare them (ray_node's audit,
 # validate's report): the inventory's ray_node_audit_vars_regex, else this
 DEFAULT_RAY_AUDIT_VARS_REGEX = '^(NCCL_|GLOO_|UCX_|VLLM_|TP_SOCKET|RAY_AUTH_|MASTER_ADDR$|LD_LIBRARY_PATH$|LD_PRELOAD$)'
@@ -58,7 +59,7 @@ INPUTS = (
     # the fabric NIC's MTU (fabric configures it, preflight and validate check it)
     'fabric_mtu',
     # what the node's Ray offers and audits (ray_node starts and audits it, validate judges it)
-    'ray_node_num_gpus', 'ray_node_audit_vars_regex',
+    'ray_node_num_gpus', 'ray_node_audit_vars_regex', 'ray_node_temp_dir',
     # the cluster's Prometheus (the monitoring role installs it; validate and the summary ask it)
     'monitoring_server', 'monitoring_prometheus_port', 'ansible_host',
 ) + tuple('ray_node_' + name for name in ('node_manager_port', 'object_manager_port', 'metrics_port',
@@ -653,6 +654,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'env_files': env_files(layout['config_dir'], serve.get('unit', '')),
         'ray_ports': ray_ports(hostvars, host, emulated.get('index', 0)),
         'ray_num_gpus': ray_num_gpus(hostvars, host),
+        'ray_temp_dir': _get(hostvars, host, 'ray_node_temp_dir', '') or DEFAULT_RAY_TEMP_DIR,
         'ray_audit_vars_regex': _get(hostvars, host, 'ray_node_audit_vars_regex', '') or DEFAULT_RAY_AUDIT_VARS_REGEX,
         'monitoring': monitoring(hostvars, host, cluster_hosts, head),
         # the Ray resource that names this node's serving group: a Ray-backend layout's ranks can be

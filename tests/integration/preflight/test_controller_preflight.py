@@ -38,9 +38,14 @@ ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "hosts.yml").is_file())
 CONTROL = "host_play_contacts_hosts"  # positive control for the recorder
 LIMITED = "limit_without_localhost"  # --limit leaves out localhost: the host play checks the inventory first
+# The good fixture's profile as an inventory defines its own (with the backend a profile of the inventory
+# names): the gate reads the fixtures' profiles from preflight_profiles_dir, the host play's cluster plan
+# (it plans the hosts before their checks) only the shipped ones and llmfleet_serve_profiles_extra
+FIXTURE_PROFILES = json.dumps({"llmfleet_serve_profiles_extra": {
+    "pp4": dict(yaml.safe_load((PROFILES_DIR / "pp4.yml").read_text()), backend="ray")}})
 # name: (fixture inventory, extra ansible-playbook arguments)
 SPECIAL = {
-    CONTROL: ("good", ["--tags", "preflight_host"]),
+    CONTROL: ("good", ["--tags", "preflight_host", "-e", FIXTURE_PROFILES]),
     LIMITED: ("duplicate_fabric_ip", ["--limit", "spark2"]),
 }
 

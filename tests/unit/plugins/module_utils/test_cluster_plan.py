@@ -604,3 +604,9 @@ def test_the_audit_regex_is_the_inventorys_else_the_default():
 ])
 def test_the_clusters_prometheus(extra, want):
     assert plan_of("thor1", **extra)["monitoring"] == want
+
+
+def test_rays_temp_dir_is_the_inventorys_else_the_default():
+    # ray_node's --temp-dir and preflight's stale-session check read it
+    assert plan_of("spark2")["ray_temp_dir"] == "/var/lib/llmfleet/ray"
+    assert plan_of("spark2", all={"ray_node_temp_dir": "/srv/ray"})["ray_temp_dir"] == "/srv/ray"
