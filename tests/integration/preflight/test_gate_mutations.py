@@ -491,6 +491,13 @@ def container_image_by_tag(f: Fleet):
     return f.head(), "llmfleet_serve_groups"
 
 
+def negative_ray_gpus(f: Fleet):
+    """The head's Ray offering -1 GPUs: the numeric checks above read ray_node_num_gpus as a number, the
+    plan (the gate's last check) as a GPU count."""
+    f.set(f.head(), "ray_node_num_gpus", -1)
+    return f.head(), "ray_node_num_gpus"
+
+
 def two_agent_ports(f: Fleet):
     """Ray's agent ports as two where the plan needs three: no check above reads the list's length, the
     plan does (the gate's last check builds it)."""
@@ -557,6 +564,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              says="is not pinned by digest"),
     Mutation("gateway", "gateway_host names no node of the cluster", gateway_elsewhere),
     Mutation("plan", "the head's ray_node_agent_ports with two ports", two_agent_ports, says="not a list of three ports"),
+    Mutation("plan", "the head's ray_node_num_gpus -1", negative_ray_gpus, says="is not a GPU count"),
     Mutation("plan", "the head's llmfleet_variants_dir a number", variants_dir_not_a_path, says="is not a directory path"),
     Mutation("gateway", "gateway_port = Ray's GCS port", gateway_on_the_gcs_port),
     Mutation("gateway", "gateway_port = the API port of the gateway host's group", gateway_on_a_group_api_port,
