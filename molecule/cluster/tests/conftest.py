@@ -15,8 +15,8 @@ from lab import (  # noqa: E402,F401 pylint: disable=unused-import,wrong-import-
     inventory_dir, node, run_ansible, run_module, run_playbook, unit_started_at, wait_for, watchdog_armed)
 
 
-# Checks that show a known product gap go here as "file::test" ids: they then run only with
-# LLMFLEET_CLUSTER_EXTENDED=1, everything else runs in CI.
+# Checks that show a known product gap, or whose path CI tests elsewhere in less time, go here as
+# "file::test" ids: they then run only with LLMFLEET_CLUSTER_EXTENDED=1, everything else runs in CI.
 # PP=2 over Ray on vLLM's CPU build loads, then its first request kills the engine in vLLM itself
 # (docs/vllm-ray-on-cpu.md has both tracebacks): RayExecutorV2 (0.32's
 # default) fails in Scheduler.update_from_output (KeyError on the request id: the batch queue gets
