@@ -595,8 +595,8 @@ def test_the_audit_regex_is_the_inventorys_else_the_default():
 
 @pytest.mark.parametrize("extra, want", [
     # the Ray head at its management address, Prometheus's default port
-    ({"spark1": {"ansible_host": "192.0.2.1"}}, {"server": "spark1", "prometheus_port": 9090,
-                                                  "prometheus_url": "http://192.0.2.1:9090"}),
+    ({"spark1": {"ansible_host": "192.0.2.1"}},
+     {"server": "spark1", "prometheus_port": 9090, "prometheus_url": "http://192.0.2.1:9090"}),
     ({"all": {"monitoring_server": "thor2", "monitoring_prometheus_port": "9091"}},
      {"server": "thor2", "prometheus_port": 9091, "prometheus_url": "http://thor2:9091"}),
     # a node outside the cluster: no URL (the monitoring role stops on it)
