@@ -1,5 +1,8 @@
 """One host's plan (plugins/module_utils/cluster_plan.py): tables of inventories and what each host gets."""
+import os
+
 import pytest
+import yaml
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan as cp
 from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as sg
@@ -610,3 +613,17 @@ def test_rays_temp_dir_is_the_inventorys_else_the_default():
     # ray_node's --temp-dir and preflight's stale-session check read it
     assert plan_of("spark2")["ray_temp_dir"] == "/var/lib/llmfleet/ray"
     assert plan_of("spark2", all={"ray_node_temp_dir": "/srv/ray"})["ray_temp_dir"] == "/srv/ray"
+
+
+@pytest.mark.parametrize("role, name, default", [
+    ("ray_node", "ray_node_temp_dir", cp.DEFAULT_RAY_TEMP_DIR),
+    ("ray_node", "ray_node_audit_vars_regex", cp.DEFAULT_RAY_AUDIT_VARS_REGEX),
+    ("monitoring", "monitoring_prometheus_port", cp.DEFAULT_PROMETHEUS_PORT),
+])
+def test_a_roles_documented_default_is_the_plans(role, name, default):
+    # the roles read these through the plan; their defaults/main.yml keeps the value an operator reads
+    # (and the argument specs): both must say the same, or the docs lie (validate's copy of the audit
+    # pattern had drifted)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cp.__file__)))
+    with open(os.path.join(os.path.dirname(root), 'roles', role, 'defaults', 'main.yml'), encoding='utf-8') as fh:
+        assert yaml.safe_load(fh)[name] == default
