@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -95,9 +96,13 @@ def image_ref() -> str:
 
 
 def sh(*args: str, check: bool = True, capture: bool = False, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), check=check, text=True,
-                          stdout=subprocess.PIPE if capture else None,
-                          stderr=subprocess.PIPE if capture else None, **kw)
+    r = subprocess.run(list(args), text=True,
+                       stdout=subprocess.PIPE if capture else None,
+                       stderr=subprocess.PIPE if capture else None, **kw)
+    if check and r.returncode != 0:
+        # A captured command's own message is the diagnosis (CI once showed only "exit status 125").
+        raise SystemExit(f"[simlab] {shlex.join(args)}: exit {r.returncode}\n{r.stdout or ''}{r.stderr or ''}")
+    return r
 
 
 def log(msg: str) -> None:
@@ -227,6 +232,27 @@ def ensure_network(net: str, subnet: str, mtu: int | None) -> None:
     sh(*args, net, capture=True)
 
 
+CNI_LEASES = Path("/var/lib/cni/networks")
+
+
+def release_leases(addresses: list[tuple[str, str]], leases: Path = CNI_LEASES) -> list[str]:
+    """Drop CNI host-local leases on a node's fixed addresses, called only while the node is down.
+
+    A container whose process died with its network namespace (a machine restored from a snapshot, a
+    killed conmon) cannot run CNI's DEL when it is removed, so its address file stays under
+    /var/lib/cni/networks/<net>/ and the node recreated on the same address fails with "requested IP
+    address ... is not available in range set". Each node of a lab owns its addresses (layout()), so while
+    its container is absent or stopped any lease on them is stale. netavark keeps its leases under /run,
+    which such a restore empties."""
+    dropped = []
+    for net, ip in addresses:
+        f = leases / net / ip
+        if f.is_file():
+            f.unlink()
+            dropped.append(f"{net}/{ip}")
+    return dropped
+
+
 def container_state(c: str) -> dict | None:
     r = sh("podman", "inspect", "--type", "container", c, check=False, capture=True)
     if r.returncode != 0:
@@ -320,6 +346,9 @@ def nested_container_args() -> list[str]:
     return args + (["--device", "/dev/fuse"] if os.path.exists("/dev/fuse") else [])
 
 
+FRESH_DONE = "/run/llmfleet-simlab-node-ready"
+
+
 def up(name: str, count: int, write_inventory: Path | None) -> None:
     ref = build_image()
     key = ssh_key()
@@ -331,7 +360,6 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
     cgroups = cgroup_args()
     config = hashlib.sha256(f"{ref}{pub.read_text()}{mgmt}{fabric}{cgroups}".encode()).hexdigest()[:12]
     nodes = layout(name, count)
-    fresh = []
     for n in nodes:
         c = n["container"]
         nested = nested_container_args() if n["name"] in NESTED_CONTAINER_NODES else []
@@ -345,6 +373,9 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
             log(f"{c}: podman says running but its process {st['State'].get('Pid')} is gone; recreating")
             sh("podman", "rm", "-f", "-t", "0", c, check=False, capture=True)
             st = None
+        if st is None or not st["State"]["Running"]:
+            for lease in release_leases([(mgmt_net, n["mgmt_ip"]), (fabric_net, n["fabric_ip"])]):
+                log(f"{c}: released the stale address lease {lease}")
         if st is None:
             sh("podman", "run", "-d", "--name", c, "--hostname", n["name"],
                "--label", f"llmfleet.lab={name}", "--label", f"llmfleet.config={node_config}",
@@ -356,13 +387,16 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
                "--network", f"{fabric_net}:ip={n['fabric_ip']}",
                "-v", f"{pub}:/root/.ssh/authorized_keys:ro,Z", *cgroups,
                ref, "/sbin/init", capture=True)
-            fresh.append(n)
         elif not st["State"]["Running"]:
             sh("podman", "start", c, capture=True)
-            fresh.append(n)
     for n in nodes:
         wait_booted(n["container"])
-    for n in fresh:
+    for n in nodes:
+        # Set up once per boot of a node's container: the marker lives in its /run (a tmpfs), so a node
+        # started by an earlier `up` that stopped before this point (CI once did, on a failed run) still
+        # gets it, and a converged node is left as it is.
+        if sh("podman", "exec", n["container"], "test", "-e", FRESH_DONE, check=False).returncode == 0:
+            continue
         # A node recreated on its old addresses has a new MAC: the controller's neighbour entries still
         # name the old container's, and the first SSH connect timed out (seen: `make integration-container`
         # recreating thor3). Forget them; the next packet asks again.
@@ -371,6 +405,7 @@ def up(name: str, count: int, write_inventory: Path | None) -> None:
         # A fresh Spark's QSFP port comes up at 1500: only the fabric role may raise it.
         nic = iface_of(n["container"], n["fabric_ip"])
         sh("podman", "exec", n["container"], "ip", "link", "set", "dev", nic, "mtu", "1500")
+        sh("podman", "exec", n["container"], "touch", FRESH_DONE)
     inv = inventory_yaml(name, count, str(key))
     target = write_inventory or (STATE / name / "hosts.yml")
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -79,3 +79,14 @@ V2_ONLY = "31 23 0:28 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 
 def test_nodes_get_the_hosts_cgroup2_only_on_a_hybrid_host():
     assert simlab.cgroup_args(HYBRID) == ["-v", "/sys/fs/cgroup/unified:/sys/fs/cgroup/unified:rw"]
     assert simlab.cgroup_args(V2_ONLY) == []
+
+
+def test_release_leases_drops_only_the_named_addresses(tmp_path):
+    # CNI host-local's layout: one file per leased address, named by it, holding "<container id>\r\n<ifname>".
+    net = tmp_path / "llmfleet-sim-mgmt"
+    net.mkdir()
+    for name in ("10.231.0.14", "10.231.0.13", "last_reserved_ip.0", "lock"):
+        (net / name).write_text("deadbeef\r\neth0")
+    dropped = simlab.release_leases([("llmfleet-sim-mgmt", "10.231.0.14"), ("llmfleet-sim-fabric", "10.231.1.14")], tmp_path)
+    assert dropped == ["llmfleet-sim-mgmt/10.231.0.14"]
+    assert sorted(p.name for p in net.iterdir()) == ["10.231.0.13", "last_reserved_ip.0", "lock"]
