@@ -184,7 +184,6 @@ class ActionModule(ActionBase):
 
     argument_spec = {
         "report_json": {"type": "path"},
-        "profiles_dir": {"type": "path"},
         "known_gpu_archs": {"type": "list", "elements": "str"},
         "engines": {"type": "list", "elements": "str"},
         "fail_on_problems": {"type": "bool", "default": True},
@@ -201,18 +200,16 @@ class ActionModule(ActionBase):
         role_specs = load_role_specs(ROLES_DIR)
         hostvars = extract_hostvars(task_vars["hostvars"], hosts, gate_inputs(role_specs))
 
-        profiles_dir = args["profiles_dir"] or DEFAULT_PROFILES_DIR
-        profiles = load_profiles(profiles_dir)
-        location = profiles_dir if args["profiles_dir"] else "<collection>/profiles"
+        # one source of profiles, the plan's: the collection's, and the inventory's own
+        # (llmfleet_serve_profiles_extra, in hostvars), resolved alike
         report = check_inventory(
-            hostvars, groups, profiles=profiles, profiles_location=location,
+            hostvars, groups, profiles=load_profiles(DEFAULT_PROFILES_DIR), profiles_location="<collection>/profiles",
             known_gpu_archs=args["known_gpu_archs"] or KNOWN_GPU_ARCHS,
             engines=args["engines"] or ENGINES,
             role_specs=role_specs, variants=load_variants(VARIANTS_DIR), patches=load_patches(PATCHES_DIR),
             variant_dirs=load_variant_dirs(hostvars), engine_help=load_engine_help(ENGINE_HELP_DIR),
-            # the gate ends by building the plan of every host, as the plan role will; the plan reads
-            # the collection's profiles, so not when the gate was pointed at another directory
-            plan_errors=None if args["profiles_dir"] else plan_errors(hosts, groups, task_vars["hostvars"]),
+            # the gate ends by building the plan of every host, as the plan role will
+            plan_errors=plan_errors(hosts, groups, task_vars["hostvars"]),
         )
         data = report.to_dict()
         lines = data["lines"]

@@ -56,13 +56,6 @@ options:
       - Also write the results as JSON to this controller path (relative paths are relative to the
         current directory). Written whether the checks pass or not, also in check mode.
     type: path
-  profiles_dir:
-    description:
-      - Directory holding the serve profiles (C(<name>.yml)); when not set, C(profiles/) at the root of
-        this collection.
-      - When the directory does not exist at all, a set C(llmfleet_serve_profile) is only a warning
-        (it cannot be verified); when it exists, a missing profile file is a failure.
-    type: path
   known_gpu_archs:
     description:
       - GPU architectures accepted in C(llmfleet_gpu_arch).

@@ -670,13 +670,14 @@ def rule_tp_transport(ctx: GateContext) -> t.Iterator[Finding]:
 
 
 def _ray_gpus(ctx: GateContext, host: str) -> int:
-    """The GPUs the host's Ray offers: ray_node_num_gpus where the inventory sets a number, else (its
-    default) llmfleet_gpus_per_node, else 1."""
-    nums = _numbers(ctx.set_value(host, "ray_node_num_gpus"))
-    if nums and len(nums) == 1:
-        return nums[0]
-    gpus = _gpus(ctx, host)
-    return 1 if gpus is None else gpus
+    """The GPUs the host's Ray offers, as the plan counts them (cluster_plan.ray_num_gpus) from what the
+    inventory sets; a count the plan refuses is the plan check's finding, and offers none here."""
+    view = {name: value for name in ("ray_node_num_gpus", "llmfleet_gpus_per_node")
+            if (value := ctx.set_value(host, name)) is not UNSET}
+    try:
+        return cluster_plan.ray_num_gpus({host: view}, host)
+    except cluster_plan.PlanError:
+        return 0
 
 
 def rule_ray_placement(ctx: GateContext) -> t.Iterator[Finding]:

@@ -96,7 +96,8 @@ def image_ref() -> str:
 
 
 def sh(*args: str, check: bool = True, capture: bool = False, **kw) -> subprocess.CompletedProcess:
-    r = subprocess.run(list(args), text=True,
+    # check=False: a failure is raised below with the command's captured output, not as CalledProcessError.
+    r = subprocess.run(list(args), text=True, check=False,
                        stdout=subprocess.PIPE if capture else None,
                        stderr=subprocess.PIPE if capture else None, **kw)
     if check and r.returncode != 0:

@@ -31,21 +31,15 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "unit" / "fixtures" / "inventories"
-PROFILES_DIR = FIXTURES / "_profiles"
 PLAYBOOK = ROOT / "playbooks" / "preflight.yml"
 COLLECTIONS = ROOT / ".build" / "collections"
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "hosts.yml").is_file())
 CONTROL = "host_play_contacts_hosts"  # positive control for the recorder
 LIMITED = "limit_without_localhost"  # --limit leaves out localhost: the host play checks the inventory first
-# The good fixture's profile as an inventory defines its own (with the backend a profile of the inventory
-# names): the gate reads the fixtures' profiles from preflight_profiles_dir, the host play's cluster plan
-# (it plans the hosts before their checks) only the shipped ones and llmfleet_serve_profiles_extra
-FIXTURE_PROFILES = json.dumps({"llmfleet_serve_profiles_extra": {
-    "pp4": dict(yaml.safe_load((PROFILES_DIR / "pp4.yml").read_text()), backend="ray")}})
 # name: (fixture inventory, extra ansible-playbook arguments)
 SPECIAL = {
-    CONTROL: ("good", ["--tags", "preflight_host", "-e", FIXTURE_PROFILES]),
+    CONTROL: ("good", ["--tags", "preflight_host"]),
     LIMITED: ("duplicate_fabric_ip", ["--limit", "spark2"]),
 }
 
@@ -96,8 +90,7 @@ def run_case(case: str, work: Path, bin_dir: Path) -> dict:
     inventory_case, args = SPECIAL.get(case, (case, ["--tags", "preflight_controller"]))
     env = recorder_env(bin_dir, work / case, log)
     cmd = [str(ANSIBLE_PLAYBOOK), str(PLAYBOOK), "-i", str(FIXTURES / inventory_case / "hosts.yml"),
-           *args, "-e", f"preflight_profiles_dir={PROFILES_DIR}",
-           "-e", f"preflight_report_json={report}"]
+           *args, "-e", f"preflight_report_json={report}"]
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     return {

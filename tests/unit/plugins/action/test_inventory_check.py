@@ -23,6 +23,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
 
+from ansible_collections.llmfleet.cluster.plugins.action import inventory_check
 from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
     ActionModule,
     extract_hostvars,
@@ -32,11 +33,9 @@ from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks import (
     ProfileError,
     Unevaluated,
-    check_inventory,
 )
 
 FIXTURES = Path(__file__).resolve().parents[3] / "unit" / "fixtures" / "inventories"
-PROFILES_DIR = FIXTURES / "_profiles"
 CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "hosts.yml").is_file())
 
 
@@ -64,14 +63,12 @@ def test_fixture_table_is_complete():
 
 @pytest.mark.parametrize("case", CASES)
 def test_fixture_inventories(case):
+    # the whole gate, as the preflight runs it: every rule and the plan of every host
     want = expected(case)
-    _loader, hostvars, groups = load(FIXTURES / case / "hosts.yml")
-    values = extract_hostvars(hostvars, groups["all"])
-    report = check_inventory(values, groups, profiles=load_profiles(str(PROFILES_DIR)),
-                             profiles_location=str(PROFILES_DIR))
-    lines = report.lines()
+    result = run_action(case, fail_on_problems=False)
+    lines = result["lines"]
     text = "\n".join(lines)
-    assert report.ok is want["ok"], text
+    assert result["ok"] is want["ok"], text
     for line in want.get("present", []):
         assert any(line in got for got in lines), f"{line!r} not in:\n{text}"
     for unwanted in want.get("absent", []):
@@ -119,7 +116,7 @@ def test_write_report(tmp_path):
 
 def run_action(case: str, **args):
     loader, hostvars, groups = load(FIXTURES / case / "hosts.yml")
-    task = MagicMock(args={"profiles_dir": str(PROFILES_DIR), **args}, async_val=0, check_mode=False,
+    task = MagicMock(args=args, async_val=0, check_mode=False,
                      action="llmfleet.cluster.inventory_check")
     connection = MagicMock()
     connection._shell.tmpdir = None
@@ -155,11 +152,14 @@ def test_action_run_report_only():
     assert result["failed"] is False and result["ok"] is False and result["problems"] == 1
 
 
-def test_action_run_missing_profiles_dir_only_warns(tmp_path):
-    result = run_action("good", profiles_dir=str(tmp_path / "none"))
-    assert result["ok"] is True
-    assert result["lines"][0].startswith("WARN spark1, spark2, thor1, thor2: llmfleet_serve_profile 'pp4' cannot be "
-                                         "verified: there is no profiles directory")
+def test_action_run_without_the_collections_profiles_says_so(tmp_path, monkeypatch):
+    # a broken install (no profiles/): the inventory's own profile lacks what the engine base
+    # (profiles/_vllm.yml) gives it, and the gate stops on it
+    monkeypatch.setattr(inventory_check, "DEFAULT_PROFILES_DIR", str(tmp_path / "none"))
+    result = run_action("good", fail_on_problems=False)
+    assert result["ok"] is False
+    assert result["lines"][0].startswith("FAIL spark1, spark2, thor1, thor2: llmfleet_serve_profiles_extra profile 'pp4' "
+                                         "is not valid: profile 'pp4': field 'backend'")
 
 
 def test_action_run_rejects_unknown_option():

@@ -602,6 +602,8 @@ def test_the_audit_regex_is_the_inventorys_else_the_default():
      {"server": "spark1", "prometheus_port": 9090, "prometheus_url": "http://192.0.2.1:9090"}),
     ({"all": {"monitoring_server": "thor2", "monitoring_prometheus_port": "9091"}},
      {"server": "thor2", "prometheus_port": 9091, "prometheus_url": "http://thor2:9091"}),
+    # the role's default, empty: the Ray head
+    ({"all": {"monitoring_server": ""}}, {"server": "spark1", "prometheus_port": 9090, "prometheus_url": "http://spark1:9090"}),
     # a node outside the cluster: no URL (the monitoring role stops on it)
     ({"all": {"monitoring_server": "elsewhere"}}, {"server": "elsewhere", "prometheus_port": 9090, "prometheus_url": ""}),
 ])
@@ -619,6 +621,7 @@ def test_rays_temp_dir_is_the_inventorys_else_the_default():
     ("ray_node", "ray_node_temp_dir", cp.DEFAULT_RAY_TEMP_DIR),
     ("ray_node", "ray_node_audit_vars_regex", cp.DEFAULT_RAY_AUDIT_VARS_REGEX),
     ("monitoring", "monitoring_prometheus_port", cp.DEFAULT_PROMETHEUS_PORT),
+    ("monitoring", "monitoring_server", ""),  # empty: the plan's fallback, the Ray head
 ])
 def test_a_roles_documented_default_is_the_plans(role, name, default):
     # the roles read these through the plan; their defaults/main.yml keeps the value an operator reads
