@@ -22,6 +22,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmfleet.cluster.plugins.filter.cluster_plan import plan_errors
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.profile_files import load_profile_dir
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks import (
     ENGINES,
     KNOWN_GPU_ARCHS,
@@ -37,7 +38,6 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     yaml = None
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_PROFILES_DIR = os.path.join(COLLECTION_ROOT, "profiles")
 ROLES_DIR = os.path.join(COLLECTION_ROOT, "roles")
 VARIANTS_DIR = os.path.join(ROLES_DIR, "python_env", "vars", "variants")
 PATCHES_DIR = os.path.join(ROLES_DIR, "engine_patches", "files", "patches")
@@ -148,15 +148,6 @@ def load_engine_help(directory: str) -> dict[str, str]:
     return out
 
 
-def load_profiles(profiles_dir: str) -> dict[str, t.Any] | None:
-    """name -> profile mapping (or ProfileError) for every profiles_dir/*.yml; None without the dir."""
-    found = load_yaml_dir(profiles_dir)
-    if found is None:
-        return None
-    return {name: data if isinstance(data, (dict, ProfileError)) else ProfileError(name, "not a YAML mapping")
-            for name, data in found.items()}
-
-
 def write_report(path: str, report: dict[str, t.Any]) -> str:
     """Write the JSON report atomically; returns the absolute path."""
     path = os.path.abspath(os.path.expanduser(path))
@@ -203,7 +194,7 @@ class ActionModule(ActionBase):
         # one source of profiles, the plan's: the collection's, and the inventory's own
         # (llmfleet_serve_profiles_extra, in hostvars), resolved alike
         report = check_inventory(
-            hostvars, groups, profiles=load_profiles(DEFAULT_PROFILES_DIR), profiles_location="<collection>/profiles",
+            hostvars, groups, profiles=load_profile_dir(), profiles_location="<collection>/profiles",
             known_gpu_archs=args["known_gpu_archs"] or KNOWN_GPU_ARCHS,
             engines=args["engines"] or ENGINES,
             role_specs=role_specs, variants=load_variants(VARIANTS_DIR), patches=load_patches(PATCHES_DIR),

@@ -5,53 +5,35 @@
 
 Documentation of each filter lives beside this file in <filter_name>.yml (ansible-doc -t filter).
 The computation is in plugins/module_utils/{profiles,planner,memfit,flagcheck}.py; this file only
-reads the shipped profiles (the collection's top-level profiles/ directory) and adapts errors.
+reads the profile files (plugins/plugin_utils/profile_files.py) and adapts errors.
 """
-import os
-
-import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.plain_data import plain
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils import lazy_import
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.filter_errors import reraise_as_filter_error
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.profile_files import PROFILES_DIR, load_profile_dir
 
 _flagcheck = lazy_import.module_utils('flagcheck')
 _memfit = lazy_import.module_utils('memfit')
 _planner = lazy_import.module_utils('planner')
 _profiles = lazy_import.module_utils('profiles')
 
-PROFILES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "profiles")
-_CACHE = {}
 
 
 _plain = plain  # Ansible hands in lazy/tagged containers; module_utils want plain Python
 
 
 def load_shipped(profiles_dir=PROFILES_DIR):
-    """{name: profile} from profiles_dir/*.yml; the file stem must equal the profile's name."""
-    entries = sorted(f for f in os.listdir(profiles_dir) if f.endswith((".yml", ".yaml")))
-    key = (profiles_dir, tuple((f, os.stat(os.path.join(profiles_dir, f)).st_mtime_ns) for f in entries))
-    if key in _CACHE:
-        return _CACHE[key]
-    shipped = {}
-    for fname in entries:
-        path = os.path.join(profiles_dir, fname)
-        stem = fname.rsplit(".", 1)[0]
-        with open(path, encoding="utf-8") as handle:
-            try:
-                data = yaml.safe_load(handle)
-            except yaml.YAMLError as exc:
-                raise AnsibleFilterError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(data, dict):
-            raise AnsibleFilterError(f"{path}: expected a mapping (one profile per file)")
-        if data.get("name", stem) != stem:
-            raise AnsibleFilterError(f"{path}: name '{data.get('name')}' does not match the file name '{stem}'")
-        data["name"] = stem
-        shipped[stem] = data
-    _CACHE.clear()
-    _CACHE[key] = shipped
-    return shipped
+    """{name: profile} from profiles_dir/*.yml (plugin_utils/profile_files.py, as the gate reads them);
+    the first file that cannot be a profile stops here."""
+    found = load_profile_dir(profiles_dir)
+    if found is None:
+        raise AnsibleFilterError(f"{profiles_dir}: no such profiles directory")
+    for data in found.values():
+        if isinstance(data, _profiles.ProfileError):
+            raise AnsibleFilterError(str(data))
+    return found
 
 
 _catch = reraise_as_filter_error((_profiles, 'ProfileError'), (_planner, 'PlanError'), (_memfit, 'MemFitError'))

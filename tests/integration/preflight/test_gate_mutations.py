@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / ".build" / "collect
 
 from ansible_collections.llmfleet.cluster.plugins.action import inventory_check  # noqa: E402
 from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms, serve_groups  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.plugin_utils import inventory_checks  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils import inventory_checks, profile_files  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 INVENTORIES = ROOT / "inventories"
@@ -93,7 +93,7 @@ class Fleet:
         return groups[which]
 
     def group_profile(self, which: int = 0) -> tuple[str, dict[str, t.Any]]:
-        profiles = inventory_check.load_profiles(inventory_check.DEFAULT_PROFILES_DIR)
+        profiles = profile_files.load_profile_dir()
         name, _raw = inventory_checks.group_profile(self.view, self.group(which), profiles)
         extras = self.values[self.head()].get("llmfleet_serve_profiles_extra") or {}
         return name, inventory_checks.resolve_extra(profiles, extras, name)[0]

@@ -27,9 +27,9 @@ from ansible_collections.llmfleet.cluster.plugins.action import inventory_check
 from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
     ActionModule,
     extract_hostvars,
-    load_profiles,
     write_report,
 )
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils.profile_files import load_profile_dir
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils.inventory_checks import (
     ProfileError,
     Unevaluated,
@@ -96,16 +96,20 @@ def test_extract_hostvars_templates_and_keeps_only_checked_vars(tmp_path):
     assert "some_password" not in values["n1"]
 
 
-def test_load_profiles(tmp_path):
-    assert load_profiles(str(tmp_path / "missing")) is None
+def test_load_profile_dir(tmp_path):
+    # the gate and the plan read profile files through this one function (plugin_utils/profile_files.py)
+    assert load_profile_dir(str(tmp_path / "missing")) is None
     (tmp_path / "ok.yml").write_text("engine: vllm\ntensor_parallel_size: 2\n")
     (tmp_path / "list.yaml").write_text("- not a mapping\n")
     (tmp_path / "bad.yml").write_text("engine: [vllm\n")
+    (tmp_path / "renamed.yml").write_text("name: other\nengine: vllm\n")
     (tmp_path / "README.md").write_text("not a profile\n")
-    profiles = load_profiles(str(tmp_path))
-    assert sorted(profiles) == ["bad", "list", "ok"]
-    assert profiles["ok"] == {"engine": "vllm", "tensor_parallel_size": 2}
-    assert isinstance(profiles["list"], ProfileError) and isinstance(profiles["bad"], ProfileError)
+    profiles = load_profile_dir(str(tmp_path))
+    assert sorted(profiles) == ["bad", "list", "ok", "renamed"]
+    assert profiles["ok"] == {"name": "ok", "engine": "vllm", "tensor_parallel_size": 2}
+    assert all(isinstance(profiles[n], ProfileError) for n in ("list", "bad", "renamed"))
+    assert "name 'other' does not match the file name 'renamed'" in str(profiles["renamed"])
+    assert "expected a mapping" in str(profiles["list"]) and "not valid YAML" in str(profiles["bad"])
 
 
 def test_write_report(tmp_path):
@@ -155,7 +159,7 @@ def test_action_run_report_only():
 def test_action_run_without_the_collections_profiles_says_so(tmp_path, monkeypatch):
     # a broken install (no profiles/): the inventory's own profile lacks what the engine base
     # (profiles/_vllm.yml) gives it, and the gate stops on it
-    monkeypatch.setattr(inventory_check, "DEFAULT_PROFILES_DIR", str(tmp_path / "none"))
+    monkeypatch.setattr(inventory_check, "load_profile_dir", lambda: load_profile_dir(str(tmp_path / "none")))
     result = run_action("good", fail_on_problems=False)
     assert result["ok"] is False
     assert result["lines"][0].startswith("FAIL spark1, spark2, thor1, thor2: llmfleet_serve_profiles_extra profile 'pp4' "

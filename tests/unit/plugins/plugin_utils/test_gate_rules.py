@@ -151,9 +151,8 @@ def test_gate_rules(hostvars, groups, present, absent):
 def test_cpu_profile_needs_the_cpu_variant():
     """The sim's real profile (device cpu): the variant follows the profile's device (cpu) as the
     python_env role chooses it; a GPU variant named by hand is refused (profiles read like the serve role)."""
-    from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
-        DEFAULT_PROFILES_DIR, load_profiles)
-    profiles = load_profiles(DEFAULT_PROFILES_DIR)
+    from ansible_collections.llmfleet.cluster.plugins.plugin_utils.profile_files import load_profile_dir
+    profiles = load_profile_dir()
     hostvars = lab(common={"llmfleet_serve_profile": "sim-tiny-llama", "python_env_variant_name": "sm_121"})
     groups = {**GROUPS, "serve_nodes": ["spark1", "spark2"]}
     lines = check_inventory(hostvars, groups, profiles=profiles, role_specs=SPECS, variants=VARIANTS).lines()
@@ -183,13 +182,12 @@ def test_cpu_profile_needs_the_cpu_variant():
     ("sim-vllm-0.31.0-cpu", "cpu-vllm-0.31.0", []),
 ])
 def test_the_release_selects_the_cpu_engine_version(release, variant_name, present):
-    from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
-        DEFAULT_PROFILES_DIR, load_profiles)
+    from ansible_collections.llmfleet.cluster.plugins.plugin_utils.profile_files import load_profile_dir
     common = {"llmfleet_serve_profile": "sim-tiny-llama", "llmfleet_release": release}
     if variant_name:
         common["python_env_variant_name"] = variant_name
     lines = check_inventory(lab(common=common), {**GROUPS, "serve_nodes": ["spark1", "spark2"]},
-                            profiles=load_profiles(DEFAULT_PROFILES_DIR), role_specs=SPECS, variants=VARIANTS,
+                            profiles=load_profile_dir(), role_specs=SPECS, variants=VARIANTS,
                             patches=PATCHES).lines()
     for want in present:
         assert any(want in line for line in lines), f"{want!r} not in:\n" + "\n".join(lines)
@@ -216,9 +214,8 @@ def test_a_site_variant_dir_is_where_the_release_picks_from(tmp_path):
 
 
 def test_inventory_profiles_are_read_like_shipped_ones():
-    from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
-        DEFAULT_PROFILES_DIR, load_profiles)
-    profiles = load_profiles(DEFAULT_PROFILES_DIR)
+    from ansible_collections.llmfleet.cluster.plugins.plugin_utils.profile_files import load_profile_dir
+    profiles = load_profile_dir()
     groups = {**GROUPS, "serve_nodes": ["spark1", "spark2"]}
     good = {"mine": {"extends": "qwen3.5-122b-fp8-vllm-tp2", "args": {"--max-model-len": 8192}}}
     bad = {"mine": {"extends": "qwen3.5-122b-fp8-vllm-tp2", "args": {"--host": "0.0.0.0"}}}
@@ -283,9 +280,8 @@ def test_a_pinned_engine_the_sm121_patch_must_cover_but_does_not_fails(version, 
 
 
 def test_a_ray_group_beside_nodes_offering_gpus_to_ray_fails_naming_them():
-    from ansible_collections.llmfleet.cluster.plugins.action.inventory_check import (
-        DEFAULT_PROFILES_DIR, load_profiles)
-    profiles = load_profiles(DEFAULT_PROFILES_DIR)
+    from ansible_collections.llmfleet.cluster.plugins.plugin_utils.profile_files import load_profile_dir
+    profiles = load_profile_dir()
     groups = {**GROUPS, "serve_nodes": ["spark1", "spark2"]}
     report = check_inventory(lab(common={"llmfleet_serve_profile": "qwen3.5-122b-fp8-vllm-tp2"}), groups,
                              profiles=profiles, role_specs=SPECS, variants=VARIANTS)
