@@ -430,6 +430,16 @@ def layout_overrides(hostvars, host):
     return out
 
 
+def fabric_reach(host, ray_nodes, serving_group, hostvars):
+    """Whom `host` talks to over the fabric. group: the nodes whose communication settings must agree
+    with its own (its serving group when it serves, else its cluster's Ray nodes and itself); peers: every
+    other node it reaches (Ray and its serving group; the fabric role pings them with a full-size frame,
+    validate with small ones), in that order, and peer_ips their fabric addresses."""
+    group = list(serving_group) if host in serving_group else list(dict.fromkeys(list(ray_nodes) + [host]))
+    peers = [h for h in dict.fromkeys(list(ray_nodes) + list(serving_group)) if h != host]
+    return {'group': group, 'peers': peers, 'peer_ips': [_get(hostvars, h, 'llmfleet_fabric_ip', '') for h in peers]}
+
+
 def serve_layout(host, group, profile, groups, hostvars, order):
     """(layout, transport) of `host`'s serving group: the planner's TP x PP layout (planner.plan: sizes,
     backend, ranks) on the transport the nodes' platforms imply, and that transport: roce when every
@@ -583,6 +593,8 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     if serve and profile:
         # the layout the serve role starts (TP x PP, backend, ranks) and the transport it is planned on
         serve['layout'], serve['transport'] = serve_layout(host, serve, profile, groups, hostvars, order)
+        # what the inventory set over the profile's sizes, as the planner took it (the serve role's memory fit reads it)
+        serve['layout_overrides'] = layout_overrides(hostvars, host)
     serving_hosts = sorted({h for g in planned for h in g['hosts']}, key=order.index)
     # the hosts this one serves with (weights, the fabric check and the engine venv's group reach
     # them): its group of llmfleet_serve_groups (a host in none: every group's hosts); without
@@ -624,8 +636,9 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         'gpu_arch': _get(hostvars, host, 'llmfleet_gpu_arch', ''),
         # the fabric NIC's MTU: the inventory's fabric_mtu, else jumbo frames; the transport the
         # inventory asks for (fabric_transport: auto, roce or socket; the fabric role detects the one it gets)
-        'fabric': {'mtu': _int(_get(hostvars, host, 'fabric_mtu', DEFAULT_FABRIC_MTU), host, 'fabric_mtu', 'an MTU'),
-                   'transport': _get(hostvars, host, 'fabric_transport', '') or DEFAULT_FABRIC_TRANSPORT},
+        'fabric': dict(fabric_reach(host, ray_nodes, serving_group, hostvars),
+                       mtu=_int(_get(hostvars, host, 'fabric_mtu', DEFAULT_FABRIC_MTU), host, 'fabric_mtu', 'an MTU'),
+                       transport=_get(hostvars, host, 'fabric_transport', '') or DEFAULT_FABRIC_TRANSPORT),
         'cluster': {
             'name': cluster,
             'hosts': cluster_hosts,

@@ -69,12 +69,17 @@ CASES = [
     ("spark2", None, {}, {"serve.node_rank": 1, "serve.is_head": False, "serve.head": "spark1",
                           "serve.runs_unit": True, "serve.unit_hosts": ["spark1", "spark2"],
                           "serve.url": "http://10.1.0.1:8000", "fabric_ip": "10.1.0.2",
-                          "fabric": {"mtu": 9000, "transport": "auto"}}),
+                          "fabric.mtu": 9000, "fabric.transport": "auto",
+                          # its communication settings agree with its serving group's; it reaches every Ray node
+                          "fabric.group": ["spark1", "spark2"], "fabric.peers": ["spark1", "thor1", "thor2"],
+                          "fabric.peer_ips": ["10.1.0.1", "10.1.0.3", "10.1.0.4"]}),
     # the inventory's fabric settings (validate reads them from the plan)
     ("spark2", None, {"all": {"fabric_mtu": 8000, "fabric_transport": "socket"}},
-     {"fabric": {"mtu": 8000, "transport": "socket"}}),
-    # a Ray worker outside the serving group: no serve part, no API-key file, the llmfleet_release
-    ("thor1", None, {}, {"serve": {}, "env_files.serve": "", "release": "r-vl", "cluster.ray_head": "spark1"}),
+     {"fabric.mtu": 8000, "fabric.transport": "socket"}),
+    # a Ray worker outside the serving group: no serve part, no API-key file, the llmfleet_release;
+    # its communication settings agree with the Ray nodes'
+    ("thor1", None, {}, {"serve": {}, "env_files.serve": "", "release": "r-vl", "cluster.ray_head": "spark1",
+                         "fabric.group": HOSTS, "fabric.peers": ["spark1", "spark2", "thor2"]}),
     # two groups: thor2 serves SGLang on 8001 under its group's release, the API on thor1
     ("thor2", TWO, {}, {"serve.name": "thors", "serve.engine": "sglang", "serve.port": 8001, "serve.node_rank": 1,
                         "serve.url": "http://10.1.0.3:8001", "serve.unit": "llmfleet-serve-tiny-sg", "release": "r-sg",
@@ -484,6 +489,17 @@ def test_the_plan_of_a_serving_host_holds_its_layout():
     assert plan["serve"]["layout"]["head"] == "spark1"
     assert plan["serve"]["transport"] == ""                                       # the CPU profiles of this table
     assert plan_of("thor1")["serve"] == {}                                         # serves nothing: no layout
+
+
+@pytest.mark.parametrize("extra, want", [
+    ({}, {}),
+    ({"llmfleet_tensor_parallel_size": "2", "llmfleet_allow_tp_over_sockets": "true"},   # -e gives strings
+     {"tensor_parallel_size": 2, "tp_over_sockets": True}),
+    ({"llmfleet_pipeline_parallel_size": 1}, {"pipeline_parallel_size": 1}),
+])
+def test_the_plan_holds_the_inventorys_layout_overrides_as_the_planner_read_them(extra, want):
+    # the serve role's memory fit reads them from here (serve_overrides), not from the inventory again
+    assert plan_of("spark2", **{"all": extra})["serve"]["layout_overrides"] == want
 
 
 def test_each_node_offers_the_ray_resource_of_its_serving_group_only():
