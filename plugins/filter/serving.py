@@ -19,8 +19,6 @@ _memfit = lazy_import.module_utils('memfit')
 _planner = lazy_import.module_utils('planner')
 _profiles = lazy_import.module_utils('profiles')
 
-
-
 _plain = plain  # Ansible hands in lazy/tagged containers; module_utils want plain Python
 
 
