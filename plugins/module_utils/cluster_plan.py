@@ -567,11 +567,12 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     (``llmfleet_variants_dir`` overrides it), where the variant was chosen and its file lies;
     grouped: whether the inventory sets llmfleet_serve_groups for the host (it decides serving_group).
     """
-    cluster = _topology.cluster_of(hostvars, host)
+    inventory = _topology.Inventory(groups, hostvars)
+    cluster = inventory.cluster[host] if host in inventory.cluster else _topology.cluster_of(hostvars, host)
     order = list(groups.get('all') or [])
-    cluster_hosts = [h for h in order if _topology.cluster_of(hostvars, h) == cluster]
-    ray_nodes = _topology.ray_nodes(groups, hostvars, cluster)
-    head = _topology.ray_head(groups, hostvars, cluster)
+    cluster_hosts = [h for h in order if inventory.cluster.get(h) == cluster]
+    ray_nodes = inventory.cluster_ray_nodes(cluster)
+    head = inventory.ray_head(cluster)
     port = _get(hostvars, host, 'ray_node_port', DEFAULT_RAY_PORT)
     head_ip = _get(hostvars, head, 'llmfleet_fabric_ip', '') if head else ''
     addresses = {h: _get(hostvars, h, 'serve_host') or _get(hostvars, h, 'llmfleet_fabric_ip') for h in cluster_hosts}
@@ -600,7 +601,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     # them): its group of llmfleet_serve_groups (a host in none: every group's hosts); without
     # groups, the cluster's serve_nodes, else its Ray nodes
     if not grouped:
-        serving_group = _topology.serving_group(groups, hostvars, cluster)
+        serving_group = inventory.serving_group(cluster)
     else:
         serving_group = list(serve['hosts']) if serve else serving_hosts
     release = (serve.get('release') if serve else '') or _get(hostvars, host, 'llmfleet_release', '')

@@ -244,7 +244,7 @@ def rdma_expectation(host, groups, hostvars, declared=None, transport='auto', co
     if transport == 'roce':
         return {'expected': True, 'reason': 'fabric_transport roce'}
     cluster = topology.cluster_of(hostvars, host)
-    serving = topology.serving_group(groups, hostvars, cluster)
+    serving = topology.Inventory(groups, hostvars).serving_group(cluster)
     if arch not in RDMA_ARCHS:
         why = SOCKET_ARCHS.get(arch) or ('%s is not a known RoCE platform' % (arch or 'no llmfleet_gpu_arch'))
         return {'expected': False, 'reason': (

@@ -10,21 +10,31 @@ nodes.
 """
 
 import ipaddress
+import json
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils import serve_groups as _serve_groups
 
 DEFAULT_CLUSTER = 'default'
-
-
-def cluster_of(hostvars, host):
-    value = (hostvars.get(host) or {}).get('llmfleet_cluster')
-    return value if value else DEFAULT_CLUSTER
 
 
 HEAD, WORKERS, SERVE = 'ray_head', 'ray_workers', 'serve_nodes'
 
 
+def cluster_name(value):
+    """The cluster a value of ``llmfleet_cluster`` names: the value, ``default`` when unset or empty.
+    A value that is no string (the controller gate refuses it) still names one, by its JSON text."""
+    if value is None or value == '':
+        return DEFAULT_CLUSTER
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def cluster_of(hostvars, host):
+    return cluster_name((hostvars.get(host) or {}).get('llmfleet_cluster'))
+
+
 def host_order(groups):
     """{host: position}: the inventory's order (``all``), then any host only a group names, in that
-    group's order. Every membership list below, the plan's and the controller gate's, is in this order."""
+    group's order. Every membership list of :class:`Inventory` is in this order."""
     order = dict.fromkeys(groups.get('all') or [])
     for hosts in groups.values():
         order.update(dict.fromkeys(h for h in hosts or [] if h not in order))
@@ -38,18 +48,60 @@ def ordered(groups, names, order=None):
     return sorted(members, key=lambda h: (order.get(h, len(order)), h))
 
 
-def ray_nodes(groups, hostvars, cluster):
-    return [h for h in ordered(groups, (HEAD, WORKERS)) if cluster_of(hostvars, h) == cluster]
+class Inventory:
+    """The one model of the inventory's membership: hosts in inventory order, each host's cluster,
+    each cluster's hosts, Ray head, Ray nodes and serving group(s). The cluster plan
+    (module_utils/cluster_plan.py, plugin_utils/serve_group_inputs.py), the controller gate
+    (plugin_utils/inventory_checks.py, which adds the findings of values it cannot use), preflight and
+    validate all read membership here, so none of them can place a host differently.
 
+    ``groups``: Ansible's ``groups``; ``hostvars``: host -> variables (only ``llmfleet_cluster`` is read);
+    ``hosts``: hosts to place after the inventory's order that no group names (unit tests' hostvars).
+    """
 
-def ray_head(groups, hostvars, cluster):
-    heads = [h for h in ordered(groups, (HEAD,)) if cluster_of(hostvars, h) == cluster]
-    return heads[0] if heads else None
+    def __init__(self, groups, hostvars, hosts=()):
+        self.groups = groups
+        order = host_order(groups)
+        order.update({h: len(order) + i for i, h in enumerate(h for h in hosts if h not in order)})
+        self.order = order
+        self.head = self.members_of(HEAD)
+        self.workers = self.members_of(WORKERS)
+        self.serve = self.members_of(SERVE)
+        self.ray_nodes = ordered(groups, (HEAD, WORKERS), order)
+        # every host of a cluster's Ray or serving groups
+        self.members = ordered(groups, (HEAD, WORKERS, SERVE), order)
+        self.cluster = {h: cluster_of(hostvars, h) for h in order}
+        self.clusters = list(dict.fromkeys(self.cluster[h] for h in self.members))
 
+    def members_of(self, group):
+        return ordered(self.groups, (group,), self.order)
 
-def serving_group(groups, hostvars, cluster):
-    serve = [h for h in ordered(groups, (SERVE,)) if cluster_of(hostvars, h) == cluster]
-    return serve or ray_nodes(groups, hostvars, cluster)
+    def sort(self, hosts):
+        return sorted(set(hosts), key=lambda h: (self.order.get(h, len(self.order)), h))
+
+    def in_cluster(self, hosts, cluster):
+        return [h for h in hosts if self.cluster.get(h) == cluster]
+
+    def cluster_hosts(self, cluster):
+        """Every host of the inventory in `cluster` (members or not: a gateway or monitoring host too)."""
+        return self.in_cluster(self.order, cluster)
+
+    def cluster_ray_nodes(self, cluster):
+        return self.in_cluster(self.ray_nodes, cluster)
+
+    def ray_head(self, cluster):
+        heads = self.in_cluster(self.head, cluster)
+        return heads[0] if heads else None
+
+    def serving_group(self, cluster):
+        """The cluster's default serving group: its part of serve_nodes when that has any, else its Ray
+        nodes (llmfleet_serve_groups, when set, divides the cluster instead: :meth:`group_members`)."""
+        return self.in_cluster(self.serve, cluster) or self.cluster_ray_nodes(cluster)
+
+    def group_members(self, cluster, spec):
+        """{group name: hosts} of llmfleet_serve_groups `spec` in `cluster` (serve_groups.members;
+        raises serve_groups.ServeGroupError for a spec the plan refuses)."""
+        return _serve_groups.members(spec, self.cluster_hosts(cluster), self.groups, self.serving_group(cluster))
 
 
 def iface_for_ip(facts, ip):

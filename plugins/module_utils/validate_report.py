@@ -152,9 +152,10 @@ class _Cluster:
         groups, inv = raw.get('groups') or {}, raw.get('inventory') or {}
         self.name = name
         self.target = 'cluster/%s' % name
-        self.ray_nodes = topology.ray_nodes(groups, inv, name)
-        self.head = topology.ray_head(groups, inv, name)
-        self.serving = _planned_serving_group(topology.serving_group(groups, inv, name), inv)
+        model = topology.Inventory(groups, inv)
+        self.ray_nodes = model.cluster_ray_nodes(name)
+        self.head = model.ray_head(name)
+        self.serving = _planned_serving_group(model.serving_group(name), inv)
         self.hosts = self.ray_nodes + [h for h in self.serving if h not in self.ray_nodes]
         self.inv = inv
         self.results = raw.get('results') or {}

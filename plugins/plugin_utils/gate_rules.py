@@ -899,7 +899,7 @@ def _cluster_service_host(ctx: GateContext, cluster: str, hosts: list[str], var:
                              f"set one {var} for the cluster (group_vars)", tuple(hosts), var, named)
     server = named[0] if named else None
     if server is not None and server not in hosts:
-        where = (f"a host of cluster '{ctx.inv.cluster[server]}'" if server in ctx.inv.cluster
+        where = (f"a host of cluster '{ctx.inv.cluster[server]}'" if server in ctx.inv.members
                  else "not a node of any cluster in this inventory")
         return server, Finding(_names(hosts), f"{var} '{server}' is {where}, not of cluster '{cluster}' "
                                f"({', '.join(hosts)}): {why_here}",

@@ -110,34 +110,22 @@ def _int_value(value: t.Any) -> int | None:
     return None
 
 
-class _Inventory:
-    """What the checks share: the plan's membership (module_utils/topology: order, Ray head and
-    workers, serve_nodes; serving groups from serve_groups.members, as the plan makes them), plus
-    what only the gate needs: the findings of values it cannot use and templates it cannot evaluate."""
+class GateInventory(_topology.Inventory):
+    """The inventory model (module_utils/topology.Inventory, the one the cluster plan places hosts with)
+    read from the gate's values: a template the gate cannot evaluate counts as unset for placement (it is
+    a finding of its own), and a value the plan cannot use is a finding here rather than a surprise on a
+    host. It adds only what the gate reads besides membership: values, and serving groups labelled for
+    messages."""
 
     def __init__(self, hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.Mapping[str, t.Sequence[str]]):
         self.hostvars = hostvars
-        self.groups = groups
-        order = _topology.host_order(groups)
+        placed = {h: {"llmfleet_cluster": self.var(h, "llmfleet_cluster")} for h in hostvars}
+        placed = {h: {k: v for k, v in values.items() if v is not UNSET} for h, values in placed.items()}
         # unit tests may hand in hostvars of hosts no group names (Ansible's `all` names every host)
-        order.update({h: len(order) + i for i, h in enumerate(h for h in hostvars if h not in order)})
-        self.order = order
-        self.head = self.members_of(HEAD)
-        self.workers = self.members_of(WORKERS)
-        self.serve = self.members_of(SERVE)
-        self.ray_nodes = _topology.ordered(groups, (HEAD, WORKERS), order)
-        self.members = _topology.ordered(groups, (HEAD, WORKERS, SERVE), order)
-        self.cluster_findings: list[Finding] = []
-        self.cluster = {h: self._cluster_of(h) for h in self.members}
-        self.clusters = list(dict.fromkeys(self.cluster[h] for h in self.members))
+        super().__init__(groups, placed, tuple(hostvars))
+        self.cluster_findings = [self._bad_cluster(h) for h in self.members if self._bad_cluster(h)]
         self.group_findings: list[Finding] = []
         self._groups: dict[str, list[ServingGroup]] = {}
-
-    def members_of(self, group: str) -> list[str]:
-        return _topology.ordered(self.groups, (group,), self.order)
-
-    def sort(self, hosts: t.Iterable[str]) -> list[str]:
-        return sorted(set(hosts), key=lambda h: (self.order.get(h, len(self.order)), h))
 
     def var(self, host: str, name: str) -> t.Any:
         value = (self.hostvars.get(host) or {}).get(name, UNSET)
@@ -148,53 +136,46 @@ class _Inventory:
     def unevaluated(self, host: str, name: str) -> bool:
         return isinstance((self.hostvars.get(host) or {}).get(name), Unevaluated)
 
-    def _cluster_of(self, host: str) -> str:
+    def _bad_cluster(self, host: str) -> Finding | None:
         value = self.var(host, "llmfleet_cluster")
         if value is UNSET or value is None or value == "":
-            return DEFAULT_CLUSTER
+            return None
         if isinstance(value, str) and re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", value):
-            return value
-        self.cluster_findings.append(Finding(
-            host, f"llmfleet_cluster {_show(value)} is not a cluster name",
-            "use a short name of letters, digits, '.', '_' or '-' (or leave it unset for 'default')",
-            (host,), "llmfleet_cluster", value))
-        return _canon(value)
-
-    def in_cluster(self, hosts: t.Iterable[str], cluster: str) -> list[str]:
-        return [h for h in hosts if self.cluster.get(h) == cluster]
+            return None
+        return Finding(host, f"llmfleet_cluster {_show(value)} is not a cluster name",
+                       "use a short name of letters, digits, '.', '_' or '-' (or leave it unset for 'default')",
+                       (host,), "llmfleet_cluster", value)
 
     def serving_groups(self, cluster: str) -> list[ServingGroup]:
-        """The cluster's serving groups, as the plan makes them (module_utils/serve_groups.members over
-        topology.serving_group): every group of llmfleet_serve_groups, else the one default group
-        (serve_nodes of the cluster if any, else its Ray nodes). A spec the plan refuses is a finding
-        (self.group_findings) and leaves the default group."""
+        """The cluster's serving groups, as the plan makes them (topology.Inventory.group_members): every
+        group of llmfleet_serve_groups, else the one default group (serve_nodes of the cluster if any, else
+        its Ray nodes). A spec the plan refuses is a finding (self.group_findings) and leaves the default
+        group."""
         if cluster not in self._groups:
             self._groups[cluster] = self._plan_groups(cluster)
         return self._groups[cluster]
 
     def _plan_groups(self, cluster: str) -> list[ServingGroup]:
         hosts = self.in_cluster(self.members, cluster)
-        view = {h: {"llmfleet_cluster": self.cluster.get(h)} for h in self.order}
-        default = _topology.serving_group(self.groups, view, cluster)
+        default = self.serving_group(cluster)
         how = SERVE if self.in_cluster(self.serve, cluster) else f"{HEAD} + {WORKERS}"
         head = next(iter(self.in_cluster(self.head, cluster) or hosts), None)
         spec = self.var(head, GROUPS_VAR) if head else UNSET
+        default_profile = self.var(head, "llmfleet_serve_profile") if head else UNSET
         if spec in (UNSET, None, {}, ""):
-            return [ServingGroup(None, how, default, "llmfleet_serve_profile", self.var(head, "llmfleet_serve_profile")
-                                 if head else UNSET)]
-        cluster_hosts = [h for h in self.order if self.cluster.get(h, self._cluster_of_any(h)) == cluster]
+            return [ServingGroup(None, how, default, "llmfleet_serve_profile", default_profile)]
         try:
-            members = _serve_groups.members(spec, cluster_hosts, self.groups, default)
+            members = self.group_members(cluster, spec)
         except _serve_groups.ServeGroupError as exc:
             self.group_findings.append(Finding(
                 f"cluster '{cluster}'", f"{GROUPS_VAR} is refused by the plan: {exc}",
                 "give each group hosts (a list) or group (an inventory group) of this cluster, each host in one group",
                 tuple(hosts), GROUPS_VAR, spec))
-            return [ServingGroup(None, how, default, "llmfleet_serve_profile", self.var(head, "llmfleet_serve_profile"))]
+            return [ServingGroup(None, how, default, "llmfleet_serve_profile", default_profile)]
         out = []
         for name, group_hosts in sorted(members.items()):
             key, entry, _replica, _replicas = _serve_groups.entry(spec, name)  # a replica reads its group's entry
-            profile = entry.get("profile") or self.var(head, "llmfleet_serve_profile")
+            profile = entry.get("profile") or default_profile
             where = f"{GROUPS_VAR}.{key}.profile" if entry.get("profile") else "llmfleet_serve_profile"
             out.append(ServingGroup(name, f"{GROUPS_VAR}.{key}", group_hosts, where, profile, entry.get("release")))
         return out
@@ -207,11 +188,6 @@ class _Inventory:
             if isinstance(value, str) and self.var(host, "ansible_connection") != "local":
                 out.setdefault(value.strip(), host)
         return out
-
-    def _cluster_of_any(self, host: str) -> str:
-        """The cluster of a host outside the Ray groups (its llmfleet_cluster, unchecked)."""
-        value = self.var(host, "llmfleet_cluster")
-        return value if isinstance(value, str) and value else DEFAULT_CLUSTER
 
 
 @dataclasses.dataclass
@@ -233,7 +209,7 @@ class ServingGroup:
 
 
 # --------------------------------------------------------------------------- checks
-def check_ray_head(inv: _Inventory) -> CheckResult:
+def check_ray_head(inv: GateInventory) -> CheckResult:
     res = CheckResult("ray_head", CHECKS["ray_head"])
     res.findings += inv.cluster_findings
     if not inv.members:
@@ -301,7 +277,7 @@ def _bad_ip_reason(text: str) -> tuple[str, str] | None:
     return None
 
 
-def check_fabric_ip(inv: _Inventory) -> CheckResult:
+def check_fabric_ip(inv: GateInventory) -> CheckResult:
     res = CheckResult("fabric_ip", CHECKS["fabric_ip"])
     members = set(inv.members)
     seen: dict[str, str] = {}
@@ -347,7 +323,7 @@ def check_fabric_ip(inv: _Inventory) -> CheckResult:
     return res
 
 
-def check_gpu_arch(inv: _Inventory, known: t.Sequence[str]) -> CheckResult:
+def check_gpu_arch(inv: GateInventory, known: t.Sequence[str]) -> CheckResult:
     res = CheckResult("gpu_arch", CHECKS["gpu_arch"])
     platform_groups = {g: set(inv.groups.get(g) or []) for g in GROUP_ARCH}
     hosts = inv.sort(set(inv.members).union(*platform_groups.values()))
@@ -391,7 +367,7 @@ def check_gpu_arch(inv: _Inventory, known: t.Sequence[str]) -> CheckResult:
     return res
 
 
-def _group_values(inv: _Inventory, hosts: t.Sequence[str], name: str) -> dict[str, t.Any]:
+def _group_values(inv: GateInventory, hosts: t.Sequence[str], name: str) -> dict[str, t.Any]:
     return {h: inv.var(h, name) for h in hosts}
 
 
@@ -424,7 +400,7 @@ def resolve_extra(profiles: t.Mapping[str, t.Any] | None, extras: t.Mapping[str,
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def resolve_full(inv: _Inventory, host: str, profiles: t.Mapping[str, t.Any] | None) -> t.Mapping[str, t.Any] | None:
+def resolve_full(inv: GateInventory, host: str, profiles: t.Mapping[str, t.Any] | None) -> t.Mapping[str, t.Any] | None:
     """The host's serve profile flattened and validated as the serve role will (None if it does not)."""
     name = inv.var(host, "llmfleet_serve_profile")
     extras = inv.var(host, EXTRAS_VAR)
@@ -434,7 +410,7 @@ def resolve_full(inv: _Inventory, host: str, profiles: t.Mapping[str, t.Any] | N
     return data
 
 
-def _resolve_profile(inv: _Inventory, hosts: t.Sequence[str],
+def _resolve_profile(inv: GateInventory, hosts: t.Sequence[str],
                      profiles: t.Mapping[str, t.Any] | None) -> tuple[str | None, t.Mapping[str, t.Any] | None]:
     """The serving group's profile name and data when it is consistent and loadable."""
     names = {inv.var(h, "llmfleet_serve_profile") for h in hosts} - {UNSET, None, ""}
@@ -454,7 +430,7 @@ def _resolve_profile(inv: _Inventory, hosts: t.Sequence[str],
     return name, resolve_extra(profiles, {}, name)[0] or data
 
 
-def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None, profiles_location: str,
+def check_engine_profile(inv: GateInventory, profiles: t.Mapping[str, t.Any] | None, profiles_location: str,
                          engines: t.Sequence[str]) -> CheckResult:
     res = CheckResult("engine_profile", CHECKS["engine_profile"])
     engine_list = ", ".join(engines)
@@ -546,7 +522,7 @@ def check_engine_profile(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None
     return res
 
 
-def group_profile(inv: _Inventory, group: ServingGroup,
+def group_profile(inv: GateInventory, group: ServingGroup,
                   profiles: t.Mapping[str, t.Any] | None) -> tuple[str | None, t.Mapping[str, t.Any] | None]:
     """The group's profile name and its resolved data (None where it does not resolve): a group of
     llmfleet_serve_groups resolves its profile exactly like the default group's (shipped or inventory)."""
@@ -558,7 +534,7 @@ def group_profile(inv: _Inventory, group: ServingGroup,
     return group.profile, resolve_extra(profiles, extras if isinstance(extras, t.Mapping) else {}, group.profile)[0]
 
 
-def _check_group_profile(inv: _Inventory, cluster: str, group: ServingGroup,
+def _check_group_profile(inv: GateInventory, cluster: str, group: ServingGroup,
                          profiles: t.Mapping[str, t.Any] | None) -> list[Finding]:
     """A named group's profile: set, a name, and resolvable (shipped or llmfleet_serve_profiles_extra)."""
     hosts = tuple(group.hosts)
@@ -581,7 +557,7 @@ def _check_group_profile(inv: _Inventory, cluster: str, group: ServingGroup,
                     hosts, group.profile_var, group.profile)]
 
 
-def _check_group_plan(inv: _Inventory, cluster: str, profiles: t.Mapping[str, t.Any] | None) -> list[Finding]:
+def _check_group_plan(inv: GateInventory, cluster: str, profiles: t.Mapping[str, t.Any] | None) -> list[Finding]:
     """The cluster's serving groups through the plan's own function (module_utils/serve_groups.plan):
     engine, port, unit and release of each group, once every group's profile resolves."""
     groups = inv.serving_groups(cluster)
@@ -597,11 +573,9 @@ def _check_group_plan(inv: _Inventory, cluster: str, profiles: t.Mapping[str, t.
     defaults = {"profile": inv.var(head, "llmfleet_serve_profile"), "port": inv.var(head, "serve_port"),
                 "release": inv.var(head, "llmfleet_release")}
     defaults = {k: (None if v is UNSET else v) for k, v in defaults.items()}
-    cluster_hosts = [h for h in inv.order if inv.cluster.get(h, inv._cluster_of_any(h)) == cluster]
-    view = {h: {"llmfleet_cluster": inv.cluster.get(h)} for h in inv.order}
     try:
-        _serve_groups.plan(inv.var(head, GROUPS_VAR), cluster_hosts, inv.groups,
-                           _topology.serving_group(inv.groups, view, cluster), resolved, defaults)
+        _serve_groups.plan(inv.var(head, GROUPS_VAR), inv.cluster_hosts(cluster), inv.groups,
+                           inv.serving_group(cluster), resolved, defaults)
     except _serve_groups.ServeGroupError as exc:
         hosts = tuple(h for g in groups for h in g.hosts)
         return [Finding(f"cluster '{cluster}'", f"{GROUPS_VAR} is refused by the plan: {exc}",
@@ -610,7 +584,7 @@ def _check_group_plan(inv: _Inventory, cluster: str, profiles: t.Mapping[str, t.
     return []
 
 
-def check_parallelism(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -> CheckResult:
+def check_parallelism(inv: GateInventory, profiles: t.Mapping[str, t.Any] | None) -> CheckResult:
     res = CheckResult("parallelism", CHECKS["parallelism"])
     details = []
     for cluster, group in ((c, g) for c in inv.clusters for g in inv.serving_groups(c)):
@@ -687,7 +661,7 @@ def check_parallelism(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -
     return res
 
 
-def check_versions(inv: _Inventory) -> CheckResult:
+def check_versions(inv: GateInventory) -> CheckResult:
     res = CheckResult("versions", CHECKS["versions"])
     fix = "pin one value for the whole serving group (group_vars), not per host"
     details = []
@@ -724,7 +698,7 @@ def check_versions(inv: _Inventory) -> CheckResult:
     return res
 
 
-def planned_groups(inv: _Inventory, profiles: t.Mapping[str, t.Any] | None) -> list[tuple[str, ServingGroup, str, t.Any]]:
+def planned_groups(inv: GateInventory, profiles: t.Mapping[str, t.Any] | None) -> list[tuple[str, ServingGroup, str, t.Any]]:
     """(cluster, group, profile name, resolved profile) of every serving group whose profile resolves."""
     out = []
     for cluster in inv.clusters:
@@ -759,7 +733,7 @@ def check_inventory(hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.M
     ``engine_help``: '<engine>-<version>' -> that build's captured ``--help`` (engine_help/).
     ``plan_errors``: host -> why the cluster plan refuses it (see :func:`check_plan`).
     """
-    inv = _Inventory(hostvars, groups)
+    inv = GateInventory(hostvars, groups)
     checks = [
         check_ray_head(inv),
         check_fabric_ip(inv),

@@ -29,16 +29,17 @@ def _var(hostvars, host, name, default=None):
     return default if value is None else plain(value)
 
 
-def _cluster_hosts(groups, hostvars, host):
-    cluster = _topology.cluster_of(hostvars, host)
-    return [h for h in groups.get('all') or [] if _topology.cluster_of(hostvars, h) == cluster]
+def _cluster(groups, hostvars, host):
+    """(the inventory model, `host`'s cluster): module_utils/topology.Inventory, as the gate reads it."""
+    inventory = _topology.Inventory(plain(groups), hostvars, (host,))
+    return inventory, inventory.cluster[host]
 
 
 def serve_group_members(host, groups, hostvars):
     """{group name: hosts} of `host`'s cluster (membership only: no profile is resolved)."""
+    inventory, cluster = _cluster(groups, hostvars, host)
     try:
-        return _groups.members(_var(hostvars, host, 'llmfleet_serve_groups'), _cluster_hosts(groups, hostvars, host),
-                               plain(groups), _topology.serving_group(groups, hostvars, _topology.cluster_of(hostvars, host)))
+        return inventory.group_members(cluster, _var(hostvars, host, 'llmfleet_serve_groups'))
     except _groups.ServeGroupError as exc:
         raise AnsibleFilterError('%s: %s' % (host, exc)) from exc
 
@@ -56,10 +57,10 @@ def serve_groups(host, groups, hostvars):
     names = {g.get('profile') for g in (spec or {}).values() if isinstance(g, dict)} | {defaults['profile']}
     try:
         profiles = {n: serve_profile(n, extras) for n in names if n}
-        cluster_hosts = _cluster_hosts(groups, hostvars, host)
+        inventory, cluster = _cluster(groups, hostvars, host)
+        cluster_hosts = inventory.cluster_hosts(cluster)
         addresses = {h: _var(hostvars, h, 'serve_host') or _var(hostvars, h, 'llmfleet_fabric_ip') for h in cluster_hosts}
-        return _groups.plan(spec, cluster_hosts, plain(groups),
-                            _topology.serving_group(groups, hostvars, _topology.cluster_of(hostvars, host)),
+        return _groups.plan(spec, cluster_hosts, inventory.groups, inventory.serving_group(cluster),
                             profiles, defaults, addresses)
     except (_groups.ServeGroupError, _profiles.ProfileError) as exc:
         raise AnsibleFilterError('%s: %s' % (host, exc)) from exc

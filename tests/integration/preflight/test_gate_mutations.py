@@ -61,7 +61,7 @@ class Fleet:
         self.inventory = InventoryManager(loader=self.loader, sources=[str(s) for s in sources])
         self.variables = VariableManager(loader=self.loader, inventory=self.inventory)
         values = inventory_check.extract_hostvars(self.hostvars(), self.groups()["all"], self.spec_names())
-        self.view = inventory_checks._Inventory(values, self.groups())  # the gate's view, for choosing targets
+        self.view = inventory_checks.GateInventory(values, self.groups())  # the gate's view, for choosing targets
         self.values = values
 
     @staticmethod

@@ -23,7 +23,7 @@ def serving_group(host, groups, hostvars):
     serves nothing, every serving host of its cluster: read from the inventory apart from the plan,
     which the checks below compare with it."""
     if not (hostvars.get(host) or {}).get('llmfleet_serve_groups'):
-        return topology.serving_group(groups, hostvars, topology.cluster_of(hostvars, host))
+        return topology.Inventory(groups, hostvars).serving_group(topology.cluster_of(hostvars, host))
     by_group = serve_group_members(host, groups, hostvars)
     for hosts in by_group.values():
         if host in hosts:

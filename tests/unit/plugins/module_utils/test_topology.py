@@ -19,9 +19,35 @@ HOSTVARS = {"a1": {"llmfleet_cluster": "other"}, "a2": {"llmfleet_cluster": "oth
     ("none", [], None, []),
 ])
 def test_partition_by_cluster(cluster, ray, head, serving):
-    assert t.ray_nodes(GROUPS, HOSTVARS, cluster) == ray
-    assert t.ray_head(GROUPS, HOSTVARS, cluster) == head
-    assert t.serving_group(GROUPS, HOSTVARS, cluster) == serving
+    inventory = t.Inventory(GROUPS, HOSTVARS)
+    assert inventory.cluster_ray_nodes(cluster) == ray
+    assert inventory.ray_head(cluster) == head
+    assert inventory.serving_group(cluster) == serving
+
+
+def test_inventory_order_clusters_and_hosts():
+    # members in inventory order (not group order); a host only hostvars names is placed last
+    inventory = t.Inventory(GROUPS, dict(HOSTVARS, b1={"llmfleet_cluster": "third"}), ("b1",))
+    assert inventory.members == ["spark1", "spark2", "thor1", "thor2", "a1", "a2"]
+    assert inventory.clusters == ["default", "other"]
+    assert inventory.cluster_hosts("third") == ["b1"]
+    assert inventory.sort(["b1", "a2", "spark2"]) == ["spark2", "a2", "b1"]
+
+
+@pytest.mark.parametrize("value,name", [
+    (None, "default"), ("", "default"), ("lab", "lab"), (5, "5"), (True, "true"), (["a"], '["a"]'),
+])
+def test_cluster_name(value, name):
+    # one rule for the plan and the gate; a value that is no string (the gate's finding) still places the host
+    assert t.cluster_name(value) == name
+
+
+def test_group_members_is_the_plans_rule():
+    spec = {"sparks": {"hosts": ["spark1", "spark2"]}, "thors": {"hosts": ["thor1", "thor2"]}}
+    inventory = t.Inventory(GROUPS, HOSTVARS)
+    assert inventory.group_members("default", spec) == {"sparks": ["spark1", "spark2"], "thors": ["thor1", "thor2"]}
+    with pytest.raises(t._serve_groups.ServeGroupError):
+        inventory.group_members("default", {"x": {"hosts": ["a1"]}})  # a host of another cluster
 
 
 # network facts as Ansible gathers them in the sim (podman named the fabric NIC eth1 here)
