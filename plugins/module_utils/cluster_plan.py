@@ -379,17 +379,13 @@ def _span(ports):
 
 
 def _serve(host, group, profile, unit_prefix, addresses, unit_name=''):
-    """This host's part of its serving group ({} when it serves nothing)."""
+    """This host's part of its serving group ({} when it serves nothing): its unit and URL are the
+    group's (serve_groups.plan names them once), the unit unless the host's own serve_unit_name renames it."""
     if not group:
         return {}
     hosts = list(group['hosts'])
-    # the unit of the group: the inventory's serve_unit_name, else the group's, unless the inventory
-    # renames every unit with another prefix (<prefix>-<served model name>); the serve and safeguards
-    # roles read this name
-    unit = unit_name or (group['unit'] if unit_prefix == _groups.UNIT_PREFIX
-                         else _groups.unit_name(group['served_model_name'], unit_prefix))
+    unit, url = unit_name or group['unit'], group['url']
     head_address = addresses.get(group['head']) or ''
-    url = 'http://%s:%s' % (head_address, group['port']) if head_address else ''
     # an engine on Ray runs one unit, on the group's first node; its other ranks are Ray workers there
     unit_hosts = hosts[:1] if group.get('backend') == 'ray' else hosts
     runs_unit = host in unit_hosts
@@ -577,8 +573,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     head_ip = _get(hostvars, head, 'llmfleet_fabric_ip', '') if head else ''
     addresses = {h: _get(hostvars, h, 'serve_host') or _get(hostvars, h, 'llmfleet_fabric_ip') for h in cluster_hosts}
     unit_prefix = _get(hostvars, host, 'serve_unit_prefix', _groups.UNIT_PREFIX)
-    planned = [_serve(g['head'], g, None, unit_prefix, addresses, _get(hostvars, g['head'], 'serve_unit_name', ''))
-               for g in serve_groups or []]
+    planned = [_serve(g['head'], g, None, unit_prefix, addresses) for g in serve_groups or []]
     for item in planned:
         item.pop('profile_spec')
         item.pop('node_rank')

@@ -185,13 +185,15 @@ def _container(group, where, profile):
     return {'engine': engine, 'image': image, 'build': not image}, ''
 
 
-def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addresses=None):
+def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addresses=None, unit_names=None):
     """The cluster's serving groups, head first in each, as a list (sorted by group name).
 
     profiles: {profile name: resolved profile} for every profile the groups name.
     defaults: profile, port, release (the single-group values: llmfleet_serve_profile, serve_port,
       llmfleet_release).
+      unit_prefix (optional): serve_unit_prefix, the prefix of every unit named after its served model.
     addresses: {host: the address its API binds} (serve_host, else llmfleet_fabric_ip); gives url.
+    unit_names: {host: serve_unit_name} where the inventory names a group head's unit itself.
     Each item: name, hosts, head, nnodes, profile, engine, backend, device, served_model_name,
       tensor_parallel_size, pipeline_parallel_size, port, unit, release, url ('' without an address),
       runtime (venv or container) and container ({engine, image, build}; {} for a venv group).
@@ -226,6 +228,10 @@ def plan(spec, cluster_hosts, groups, default_members, profiles, defaults, addre
             problems.append('%s.unit: %r is not a systemd unit name' % (where, unit))
         release = group.get('release') or defaults.get('release') or ''
         hosts = hosts_of[name]
+        # the head's serve_unit_name, else the group's unit, unless the inventory renames every unit
+        # with another prefix (<prefix>-<served model name>); the serve and safeguards roles read it
+        prefix = defaults.get('unit_prefix') or UNIT_PREFIX
+        unit = (unit_names or {}).get(hosts[0]) or (unit if prefix == UNIT_PREFIX else unit_name(served, prefix))
         container, problem = _container(group, where, prof)
         if problem:
             problems.append(problem)

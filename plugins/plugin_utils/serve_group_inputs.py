@@ -51,7 +51,8 @@ def serve_groups(host, groups, hostvars):
     extras = _var(hostvars, host, 'llmfleet_serve_profiles_extra', {})
     defaults = {'profile': _var(hostvars, host, 'llmfleet_serve_profile'),
                 'port': _var(hostvars, host, 'serve_port'),
-                'release': _var(hostvars, host, 'llmfleet_release')}
+                'release': _var(hostvars, host, 'llmfleet_release'),
+                'unit_prefix': _var(hostvars, host, 'serve_unit_prefix')}
     if not spec and not defaults['profile']:
         return []  # an inventory that serves nothing (no profile, no groups): no groups to plan
     names = {g.get('profile') for g in (spec or {}).values() if isinstance(g, dict)} | {defaults['profile']}
@@ -60,8 +61,9 @@ def serve_groups(host, groups, hostvars):
         inventory, cluster = _cluster(groups, hostvars, host)
         cluster_hosts = inventory.cluster_hosts(cluster)
         addresses = {h: _var(hostvars, h, 'serve_host') or _var(hostvars, h, 'llmfleet_fabric_ip') for h in cluster_hosts}
+        unit_names = {h: _var(hostvars, h, 'serve_unit_name') for h in cluster_hosts}
         return _groups.plan(spec, cluster_hosts, inventory.groups, inventory.serving_group(cluster),
-                            profiles, defaults, addresses)
+                            profiles, defaults, addresses, {h: n for h, n in unit_names.items() if n})
     except (_groups.ServeGroupError, _profiles.ProfileError) as exc:
         raise AnsibleFilterError('%s: %s' % (host, exc)) from exc
 

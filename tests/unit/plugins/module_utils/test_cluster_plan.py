@@ -37,10 +37,19 @@ def hostvars(**extra):
     return out
 
 
+def serve_groups(spec, hv, host, default_members, profiles):
+    """serve_groups.plan() with the inputs the cluster_plan filter gives it (plugin_utils/serve_group_inputs.py):
+    the API addresses, the host's unit prefix and the inventory's unit names."""
+    default = {"profile": "vl", "port": hv[host].get("serve_port"), "release": hv[host].get("llmfleet_release"),
+               "unit_prefix": hv[host].get("serve_unit_prefix")}
+    addresses = {h: hv[h].get("serve_host") or hv[h].get("llmfleet_fabric_ip") for h in HOSTS}
+    names = {h: hv[h]["serve_unit_name"] for h in HOSTS if hv[h].get("serve_unit_name")}
+    return sg.plan(spec, HOSTS, GROUPS, default_members, profiles, default, addresses, names)
+
+
 def plan_of(host, spec=None, **extra):
     hv = hostvars(**extra)
-    default = {"profile": "vl", "port": hv[host].get("serve_port"), "release": hv[host].get("llmfleet_release")}
-    groups = sg.plan(spec, HOSTS, GROUPS, ["spark1", "spark2"] if not spec else [], PROFILES, default)
+    groups = serve_groups(spec, hv, host, ["spark1", "spark2"] if not spec else [], PROFILES)
     group = sg.group_of(groups, host)
     return cp.host_plan(host, GROUPS, hv, groups, PROFILES[group["profile"]] if group else None, "v-" + host,
                         grouped=bool(spec))
@@ -369,7 +378,7 @@ def test_with_the_ray_backend_every_node_of_the_group_owns_its_engine_unit():
     # order, the API rank drained first: the removal at the start of the run must not kill it before
     profiles = dict(PROFILES, vl=dict(PROFILES["vl"], backend="ray"))
     hv = hostvars()
-    groups = sg.plan(None, HOSTS, GROUPS, ["spark1", "spark2"], profiles, {"profile": "vl", "release": "r-vl"})
+    groups = serve_groups(None, hv, "spark1", ["spark1", "spark2"], profiles)
     head = cp.host_plan("spark1", GROUPS, hv, groups, profiles["vl"], "v")["owned"]
     worker = cp.host_plan("spark2", GROUPS, hv, groups, profiles["vl"], "v")["owned"]
     assert head["engine_units"] == worker["engine_units"] == [SPARK_UNIT]

@@ -24,7 +24,7 @@ def plans(spec=None, profiles=None, extra=None):
     hv = {h: {"llmfleet_fabric_ip": IPS[h], "llmfleet_release": "r-vl", "llmfleet_cluster": "sim",
               "llmfleet_gpu_arch": "sm_121" if h.startswith("spark") else "sm_110"} | (extra or {}).get(h, {})
           for h in HOSTS}
-    groups = sg.plan(spec, HOSTS, GROUPS, [], profiles, {"profile": "vl", "port": None, "release": "r-vl"})
+    groups = sg.plan(spec, HOSTS, GROUPS, [], profiles, {"profile": "vl", "port": None, "release": "r-vl"}, IPS)
     out = {}
     for host in HOSTS:
         group = sg.group_of(groups, host)

@@ -69,6 +69,19 @@ def test_groups_sharing_a_served_name_must_serve_one_model_on_one_engine():
     assert [g["served_model_name"] for g in ok] == ["smol", "smol"]
 
 
+@pytest.mark.parametrize("prefix,names,want", [
+    # the group's own unit (its served name under the shipped prefix)
+    (None, {}, ("llmfleet-serve-tiny-llama", "llmfleet-serve--opt-m-tiny")),
+    # serve_unit_prefix renames every unit named after its served model
+    ("lab-engine", {}, ("lab-engine-tiny-llama", "lab-engine--opt-m-tiny")),
+    # serve_unit_name of a group's head names that group's unit (and only that group's)
+    ("lab-engine", {"thor1": "my-api", "spark2": "not-a-head"}, ("lab-engine-tiny-llama", "my-api")),
+])
+def test_the_unit_is_named_once_here(prefix, names, want):
+    sparks, thors = sg.plan(TWO, HOSTS, GROUPS, [], PROFILES, dict(DEFAULTS, unit_prefix=prefix), None, names)
+    assert (sparks["unit"], thors["unit"]) == want
+
+
 def test_two_groups_two_engines():
     sparks, thors = sg.plan(TWO, HOSTS, GROUPS, [], PROFILES, DEFAULTS, {"spark1": "10.0.1.1", "thor1": "10.0.1.3"})
     assert (sparks["url"], thors["url"]) == ("http://10.0.1.1:8000", "http://10.0.1.3:8001")
