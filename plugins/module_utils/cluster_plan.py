@@ -16,6 +16,7 @@ directory (``common_config_dir``, default /etc/llmfleet).
 
 import os
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils import comm_env as _comm_env
 from ansible_collections.llmfleet.cluster.plugins.module_utils import orphans as _orphans
 from ansible_collections.llmfleet.cluster.plugins.module_utils import planner as _planner
 from ansible_collections.llmfleet.cluster.plugins.module_utils import platforms as _platforms
@@ -58,6 +59,8 @@ INPUTS = (
     'llmfleet_allow_tp_over_sockets',
     # the fabric NIC's MTU (fabric configures it, preflight and validate check it)
     'fabric_mtu',
+    # what the fabric role adds to or removes from each node's communication environment (fabric.env_names)
+    'fabric_env_overrides', 'fabric_host_env_overrides',
     # what the node's Ray offers and audits (ray_node starts and audits it, validate judges it)
     'ray_node_num_gpus', 'ray_node_audit_vars_regex', 'ray_node_temp_dir',
     # the cluster's Prometheus (the monitoring role installs it; validate and the summary ask it)
@@ -634,7 +637,10 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
         # inventory asks for (fabric_transport: auto, roce or socket; the fabric role detects the one it gets)
         'fabric': dict(fabric_reach(host, ray_nodes, serving_group, hostvars),
                        mtu=_int(_get(hostvars, host, 'fabric_mtu', DEFAULT_FABRIC_MTU), host, 'fabric_mtu', 'an MTU'),
-                       transport=_get(hostvars, host, 'fabric_transport', '') or DEFAULT_FABRIC_TRANSPORT),
+                       transport=_get(hostvars, host, 'fabric_transport', '') or DEFAULT_FABRIC_TRANSPORT,
+                       # the names the node's comm.env can hold (vLLM must not copy them to other nodes' Ray workers)
+                       env_names=_comm_env.env_names(emulated.get('env'), _get(hostvars, host, 'fabric_env_overrides'),
+                                                     _get(hostvars, host, 'fabric_host_env_overrides'))),
         'cluster': {
             'name': cluster,
             'hosts': cluster_hosts,

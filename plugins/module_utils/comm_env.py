@@ -253,6 +253,21 @@ def host_env(host_facts, transport):
     return env
 
 
+def env_names(emulation_env=None, overrides=None, host_overrides=None):
+    """The names a host's communication environment (host_env, then the overrides) can hold on either
+    transport, without its facts: what a process started elsewhere must not carry over to this host
+    (vLLM's ray_non_carry_over_env_vars, written by the ray_node role from the cluster plan)."""
+    names = dict.fromkeys(SOCKET_IFNAME_VARS + HOST_IP_VARS + ('NCCL_IB_DISABLE', 'NCCL_IB_HCA', 'UCX_NET_DEVICES'))
+    names.update(dict.fromkeys(emulation_env or {}))
+    for layer in (overrides, host_overrides):
+        for key, value in (layer.items() if hasattr(layer, 'items') else ()):
+            if value is None:
+                names.pop(str(key), None)
+            else:
+                names[str(key)] = None
+    return sorted(names)
+
+
 def compute_comm_env(facts, group, overrides=None, host_overrides=None, transport='auto'):
     """``{host: env}`` for every host of the serving group.
 

@@ -445,3 +445,18 @@ def test_loopback_across_machines_is_refused():
     facts = {h: _lo_node(h, "") for h in ("n0", "n1")}
     with pytest.raises(ce.CommEnvError, match="loopback"):
         ce.compute_comm_env(facts, ["n0", "n1"])
+
+
+@pytest.mark.parametrize('group', [['spark1', 'spark2'], ['spark1', 'spark2', 'thor1'], ['thor1']])
+def test_env_names_hold_every_name_the_env_holds_on_either_transport(group):
+    # the cluster plan names them before any fact (fabric.env_names): a superset of what host_env and the
+    # overrides give on the transport the facts choose, less only what an override removes (value None)
+    overrides = {'NCCL_DEBUG': 'WARN', 'UCX_NET_DEVICES': None}
+    host_overrides = {'NCCL_DEBUG_SUBSYS': 'INIT', 'NCCL_DEBUG': None}
+    env = ce.compute_comm_env(FACTS, group, overrides, {h: host_overrides for h in group})
+    names = ce.env_names({'NCCL_HOSTID': 'm-x'}, overrides, host_overrides)
+    for host in group:
+        assert set(env[host]) <= set(names)
+    assert 'NCCL_HOSTID' in names and 'NCCL_DEBUG_SUBSYS' in names
+    assert 'NCCL_DEBUG' not in names and 'UCX_NET_DEVICES' not in names
+    assert names == sorted(names)
