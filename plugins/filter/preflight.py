@@ -28,10 +28,11 @@ def _mapping(value, what):
     return value
 
 
-def rdma_expectation(host, groups, hostvars, declared=None, transport='auto', container='none'):
+def rdma_expectation(host, groups, hostvars, declared=None, transport='auto', container='none', serving=None):
     return preflight.rdma_expectation(host, _mapping(groups, 'preflight_rdma_expectation: groups'),
                                       _mapping(hostvars, 'preflight_rdma_expectation: hostvars'),
-                                      declared=declared, transport=transport, container=container)
+                                      declared=declared, transport=transport, container=container,
+                                      serving=list(serving) if serving is not None else None)
 
 
 class _FleetHostvars:

@@ -215,14 +215,16 @@ def gpu_fleet(hosts, hostvars, gpu_var='preflight_gpu'):
 
 # --------------------------------------------------------------------------- RDMA state
 
-def rdma_expectation(host, groups, hostvars, declared=None, transport='auto', container='none'):
+def rdma_expectation(host, groups, hostvars, declared=None, transport='auto', container='none', serving=None):
     """Is the fabric of ``host`` expected to be RDMA (RoCE)? ``{'expected': bool, 'reason': str}``.
 
     In order: ``preflight_rdma_expected`` (``declared``) when set; ``fabric_transport: socket``
     (NCCL_IB_DISABLE=1, no RDMA used); a container (no RDMA devices there); ``fabric_transport:
     roce``; then, as the fabric role's ``auto`` decides: RoCE only when the host is a RoCE platform
     (:data:`RDMA_ARCHS`) serving with a group whose every host is one too (one Thor in the group
-    puts the whole group on sockets).
+    puts the whole group on sockets). ``serving``: the host's serving group as the cluster plan gives it
+    (``llmfleet_plan.serving_group``: with llmfleet_serve_groups, the host's own group); None: its
+    cluster's default group (topology.Inventory).
     """
     hv = hostvars.get(host) or {}
     arch = hv.get('llmfleet_gpu_arch') or ''
@@ -244,7 +246,8 @@ def rdma_expectation(host, groups, hostvars, declared=None, transport='auto', co
     if transport == 'roce':
         return {'expected': True, 'reason': 'fabric_transport roce'}
     cluster = topology.cluster_of(hostvars, host)
-    serving = topology.Inventory(groups, hostvars).serving_group(cluster)
+    if serving is None:
+        serving = topology.Inventory(groups, hostvars).serving_group(cluster)
     if arch not in RDMA_ARCHS:
         why = SOCKET_ARCHS.get(arch) or ('%s is not a known RoCE platform' % (arch or 'no llmfleet_gpu_arch'))
         return {'expected': False, 'reason': (
@@ -591,7 +594,8 @@ def host_checks(host, hosts, hostvars, groups, cfg):
     fleet = gpu_fleet(hosts if host in hosts else hosts + [host], hostvars)
     checks.append(gpu_parity_check(host, fleet, dict(cfg.get('min_cuda') or {})))
     expectation = rdma_expectation(host, groups, hostvars, declared=hv.get('preflight_rdma_expected'),
-                                   transport=hv.get('fabric_transport', 'auto'), container=p.get('container', 'none'))
+                                   transport=hv.get('fabric_transport', 'auto'), container=p.get('container', 'none'),
+                                   serving=cfg.get('serving_group'))
     checks.append(rdma_check(host, hv.get('preflight_rdma'), expectation,
                              fabric_ip=hv.get('llmfleet_fabric_ip', '') or '', fabric_nic=nic.get('device', '') or '',
                              fatal=cfg['rdma_fatal']))

@@ -331,3 +331,14 @@ def test_rdma_expectation(host, inventory, declared, transport, container, expec
                                      container=container)
     assert got['expected'] is expected, got
     assert fragment in got['reason'], got
+
+
+def test_rdma_expectation_reads_the_plans_serving_group():
+    # the lab split into groups (llmfleet_serve_groups): the sparks' own group is all RoCE, so auto is RoCE
+    # there, where the cluster's default group (its Ray nodes: sparks and Thors) would say sockets
+    groups, hostvars = LAB_INV
+    got = preflight.rdma_expectation('spark1', groups, hostvars, serving=['spark1', 'spark2'])
+    assert got['expected'] is True and 'serving on RoCE' in got['reason'], got
+    # a host in no group of the plan (a Ray node only) carries no NCCL traffic
+    got = preflight.rdma_expectation('spark2', groups, hostvars, serving=['spark1'])
+    assert got['expected'] is False and "not in the serving group of cluster 'lab'" in got['reason'], got
