@@ -71,8 +71,11 @@ def ansible_env(work: Path, no_proxy: bool = False, **overrides: str) -> dict[st
 
 
 def run_playbook(playbook: Path, inventory: Path, extra_vars: dict, *args: str,
-                 env: dict[str, str], timeout: int = 300) -> tuple[int, str]:
+                 env: dict[str, str], timeout: int = 900) -> tuple[int, str]:
     """ansible-playbook PLAYBOOK -i INVENTORY -e EXTRA_VARS ARGS..., from ROOT; returns (rc, stdout + stderr).
+
+    timeout is a guard against a hang, not a time limit: `make test` runs these plays in a low-weight
+    lane beside the lab's converge, where a models play that takes about a minute alone once ran past 300 s.
 
     cwd is ROOT because ansible.cfg names its paths (roles, fact cache) relative to it. stdout comes
     first in the output, so json_tasks can read the json callback's document from its start.
