@@ -569,7 +569,7 @@ def host_plan(host, groups, hostvars, serve_groups=None, profile=None, variant='
     inventory = _topology.Inventory(groups, hostvars)
     cluster = inventory.cluster[host] if host in inventory.cluster else _topology.cluster_of(hostvars, host)
     order = list(groups.get('all') or [])
-    cluster_hosts = [h for h in order if inventory.cluster.get(h) == cluster]
+    cluster_hosts = inventory.cluster_hosts(cluster)
     ray_nodes = inventory.cluster_ray_nodes(cluster)
     head = inventory.ray_head(cluster)
     port = _get(hostvars, host, 'ray_node_port', DEFAULT_RAY_PORT)

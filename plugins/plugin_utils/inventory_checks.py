@@ -119,11 +119,10 @@ class GateInventory(_topology.Inventory):
 
     def __init__(self, hostvars: t.Mapping[str, t.Mapping[str, t.Any]], groups: t.Mapping[str, t.Sequence[str]]):
         self.hostvars = hostvars
-        placed = {h: {"llmfleet_cluster": self.var(h, "llmfleet_cluster")} for h in hostvars}
-        placed = {h: {k: v for k, v in values.items() if v is not UNSET} for h, values in placed.items()}
+        placed = {h: {"llmfleet_cluster": v} for h in hostvars if (v := self.var(h, "llmfleet_cluster")) is not UNSET}
         # unit tests may hand in hostvars of hosts no group names (Ansible's `all` names every host)
         super().__init__(groups, placed, tuple(hostvars))
-        self.cluster_findings = [self._bad_cluster(h) for h in self.members if self._bad_cluster(h)]
+        self.cluster_findings = [f for f in map(self._bad_cluster, self.members) if f]
         self.group_findings: list[Finding] = []
         self._groups: dict[str, list[ServingGroup]] = {}
 
