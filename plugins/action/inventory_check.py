@@ -109,7 +109,9 @@ def gate_inputs(role_specs: t.Mapping[str, t.Mapping[str, t.Any]]) -> set[str]:
     cluster plan (some, such as gateway_host, are read by the plan only, for the role it feeds)."""
     from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan  # pure
 
-    return {n for options in role_specs.values() for n in options} | set(cluster_plan.INPUTS)
+    from ansible_collections.llmfleet.cluster.plugins.plugin_utils import gate_rules  # pure
+
+    return {n for options in role_specs.values() for n in options} | set(cluster_plan.INPUTS) | set(gate_rules.RETIRED)
 
 
 def extract_hostvars(hostvars: t.Any, hosts: t.Iterable[str],

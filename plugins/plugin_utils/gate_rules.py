@@ -231,6 +231,28 @@ def rule_role_args(ctx: GateContext) -> t.Iterator[Finding]:
                     f"llmfleet.cluster.{role})", (host,), name, params.get(name))
 
 
+# Variables the collection no longer reads, and the one that replaced each. Setting one would be silently
+# ignored (a vault key the engines never get), so the gate names the new one.
+RETIRED: dict[str, tuple[str, str]] = {
+    "serve_api_key": ("llmfleet_api_key", "every role (the engines, the gateway, validate, bench, the upgrade's "
+                      "smoke, the summary) reads the cluster's API key through the llmfleet.cluster.api_key lookup"),
+    "gateway_api_key": ("llmfleet_api_key", "the gateway sends the engines' key, the one the llmfleet.cluster.api_key "
+                        "lookup returns for the cluster"),
+}
+
+
+def rule_retired(ctx: GateContext) -> t.Iterator[Finding]:
+    for host in ctx.inv.sort(ctx.inv.hostvars):
+        for name, (now, why) in RETIRED.items():
+            value = ctx.inv.var(host, name)
+            if value is UNSET:
+                continue
+            shown = "<hidden>" if SECRET_NAME.search(name) else value
+            yield Finding(host, f"{name} is set, but the collection no longer reads it: {why}, from {now}",
+                          f"rename {name} to {now} in the inventory (a secret stays in the vault)",
+                          (host,), name, shown)
+
+
 def rule_paths(ctx: GateContext) -> t.Iterator[Finding]:
     for role, options in sorted(ctx.role_specs.items()):
         for name, opt in options.items():
@@ -1016,6 +1038,9 @@ RULES: tuple[Rule, ...] = (
     Rule("role_args", "role argument specs",
          "every variable the inventory sets for a role is checked against that role's meta/argument_specs.yml "
          "(type, choices, element types) by ansible-core's ArgumentSpecValidator, per host", rule_role_args),
+    Rule("retired", "no retired variables",
+         "no variable the collection no longer reads is set (table RETIRED: serve_api_key and gateway_api_key are "
+         "llmfleet_api_key)", rule_retired),
     Rule("paths", "absolute node paths",
          "every role option of type path used on the nodes is absolute, without '..'", rule_paths),
     Rule("names", "safe names", "users, groups, releases, unit names, cluster names match their pattern "

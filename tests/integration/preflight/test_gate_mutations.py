@@ -237,6 +237,11 @@ def unsafe_user(f: Fleet):
     return f.head(), "common_service_user"
 
 
+def vault_key_by_its_old_name(f: Fleet):
+    f.set_all("serve_api_key", "a-key-from-the-vault")
+    return f.head(), "serve_api_key"
+
+
 def port_out_of_range(f: Fleet):
     f.set(f.head(), "ray_node_port", 70000)
     return f.head(), "ray_node_port"
@@ -531,6 +536,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("role_args", "one node's ray_node_auth tokens (not a choice)", ray_auth_typo),
     Mutation("paths", "ray_node_temp_dir relative", relative_node_path),
     Mutation("names", "common_service_user 'LLM Fleet'", unsafe_user),
+    Mutation("retired", "the vault's API key as serve_api_key (now llmfleet_api_key)", vault_key_by_its_old_name,
+             says="no longer reads it"),
     Mutation("ranges", "ray_node_port 70000", port_out_of_range),
     Mutation("fabric_address", "a loopback fabric IP on a node of several (127.0.0.1 on one)", loopback_fabric),
     Mutation("reachable_addresses", "serve_host link-local", link_local_api),

@@ -100,7 +100,7 @@ def test_bench_sweeps_in_its_run_directory(tmp_path, endpoint):
     remote, results = tmp_path / "remote", tmp_path / "results"
     (tmp_path / "vars.json").write_text(json.dumps({
         "ansible_python_interpreter": sys.executable, "ansible_become": False,
-        "serve_host": "127.0.0.1", "serve_port": endpoint, "serve_api_key": "",
+        "bench_url": f"http://127.0.0.1:{endpoint}", "llmfleet_api_key": "",
         "bench_model": "/models/tiny", "bench_served_model_name": "tiny-llama",
         "bench_venv": str(venv.parent), "bench_remote_root": str(remote), "bench_results_dir": str(results),
         "bench_plot_python": str(plotter), "bench_concurrency": "1,4", "bench_label": "t"}))
@@ -136,3 +136,29 @@ def test_compare_mode_reads_relative_paths_from_the_callers_directory(tmp_path):
         cwd=cwd, env=dict(_env(tmp_path), PWD=str(cwd)), capture_output=True, text=True, timeout=240, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (cwd / "ab.png").read_text() == "PNG"
+
+
+def test_a_head_serving_no_group_needs_bench_url(tmp_path):
+    """The URL is the plan's (the head's serving group's): a head outside every group stops before any request,
+    naming bench_url, and no run directory is made."""
+    playbook_bin = _playbook_bin()
+    (tmp_path / "hosts.yml").write_text(textwrap.dedent("""\
+        all:
+          children:
+            ray_head:
+              hosts:
+                benchhost:
+                  ansible_connection: local
+                  llmfleet_fabric_ip: 127.0.0.1
+        """))
+    remote = tmp_path / "remote"
+    (tmp_path / "vars.json").write_text(json.dumps({
+        "ansible_python_interpreter": sys.executable, "ansible_become": False, "llmfleet_api_key": "",
+        "bench_model": "/models/tiny", "bench_served_model_name": "tiny-llama", "bench_remote_root": str(remote)}))
+    proc = subprocess.run(
+        [str(playbook_bin), "-i", str(tmp_path / "hosts.yml"), "-e", "@" + str(tmp_path / "vars.json"),
+         str(ROOT / "playbooks" / "bench.yml")],
+        cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=240, check=False)
+    assert proc.returncode != 0
+    assert "benchhost: bench_url is empty: this Ray head serves no group" in proc.stdout, proc.stdout + proc.stderr
+    assert not remote.exists()

@@ -79,3 +79,56 @@ def test_a_named_secret_has_its_own_file_and_ignores_the_api_key_env(lookup, mon
 def test_refuses_a_secret_name_that_is_no_file_name(lookup, name):
     with pytest.raises(AnsibleLookupError, match='name must be a file name'):
         lookup.run(['sim'], name=name)
+
+
+@pytest.fixture
+def templated(monkeypatch, tmp_path):
+    """The lookup as a play calls it: with a templar, so inventory variables can be templates."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    monkeypatch.delenv('LLMFLEET_API_KEY', raising=False)
+    monkeypatch.setenv('XDG_CONFIG_HOME', str(tmp_path))
+    return api_key.LookupModule(loader=DataLoader(), templar=Templar(loader=DataLoader()))
+
+
+def test_the_inventory_key_wins_over_env_and_file_and_writes_nothing(templated, monkeypatch, tmp_path):
+    monkeypatch.setenv('LLMFLEET_API_KEY', 'from-env')
+    variables = {'llmfleet_api_key': 'from-vault'}
+    assert templated.run(['sim'], variables=variables) == ['from-vault']
+    assert templated.run(['sim'], variables=variables, want='source') == ['inventory']
+    assert templated.run(['sim'], variables={'llmfleet_api_key': ''}) == ['']  # the key turned off
+    assert not (tmp_path / 'llmfleet').exists()
+
+
+def test_the_inventory_key_may_be_a_template(templated):
+    from ansible.template import trust_as_template  # an inventory's strings are trusted templates
+
+    variables = {'llmfleet_api_key': trust_as_template("{{ 'k' ~ suffix }}"), 'suffix': '42'}
+    templated._templar.available_variables = variables
+    assert templated.run(['sim'], variables=variables) == ['k42']
+
+
+def test_the_inventory_key_file_is_the_default_path(templated, tmp_path):
+    path = tmp_path / 'site-key'
+    path.write_text('site\n')
+    os.chmod(path, 0o600)
+    variables = {'llmfleet_api_key_file': str(path)}
+    assert templated.run(['sim'], variables=variables) == ['site']
+    assert templated.run(['sim'], variables=variables, want='path') == [str(path)]
+    assert templated.run(['sim'], variables=variables, want='source') == ['file']
+
+
+def test_source_says_environment_without_creating_the_file(templated, monkeypatch, tmp_path):
+    monkeypatch.setenv('LLMFLEET_API_KEY', 'from-env')
+    assert templated.run(['sim'], variables={}, want='source') == ['environment']
+    monkeypatch.delenv('LLMFLEET_API_KEY')
+    assert templated.run(['sim'], variables={}, want='source') == ['file']
+    assert not (tmp_path / 'llmfleet').exists()
+
+
+def test_a_named_secret_reads_neither_inventory_variable(templated, tmp_path):
+    variables = {'llmfleet_api_key': 'from-vault', 'llmfleet_api_key_file': str(tmp_path / 'site-key')}
+    token = templated.run(['sim'], variables=variables, name='ray_token', use_env=False)[0]
+    assert token != 'from-vault' and (tmp_path / 'llmfleet' / 'sim' / 'ray_token').is_file()
+    assert not (tmp_path / 'site-key').exists()

@@ -259,6 +259,19 @@ def test_a_secret_value_is_never_shown():
     assert "do-not-print" not in text
 
 
+def test_a_retired_variable_names_its_successor_and_hides_the_key():
+    """A vault key set by its old name would reach no role: the gate names llmfleet_api_key, never the key."""
+    report = check_inventory(lab(thor2={"serve_api_key": "sk-do-not-print"}), GROUPS, profiles=PROFILES,
+                             role_specs=SPECS, variants=VARIANTS, patches=PATCHES)
+    lines = report.lines()
+    assert any(ln.startswith("FAIL thor2: serve_api_key is set, but the collection no longer reads it")
+               and "rename serve_api_key to llmfleet_api_key" in ln for ln in lines), "\n".join(lines)
+    assert "do-not-print" not in "\n".join(lines) + str(report.to_dict())
+    clean = check_inventory(lab(common={"llmfleet_api_key": "sk-new-name"}), GROUPS, profiles=PROFILES,
+                            role_specs=SPECS, variants=VARIANTS, patches=PATCHES)
+    assert not [ln for ln in clean.lines() if ln.startswith("FAIL")], "\n".join(clean.lines())
+
+
 def _variants_pinning(version):
     """The shipped variants with sm_121's vLLM pinned at ``version`` (release name to match)."""
     out = copy.deepcopy(VARIANTS)
