@@ -74,7 +74,7 @@ EXAMPLES = r'''
     gateway_url: "{{ llmfleet_plan.cluster.gateway.url }}"
     url: http://192.168.100.12:8000
     state: absent
-    api_key: "{{ serve_api_key }}"
+    api_key: "{{ lookup('llmfleet.cluster.api_key', llmfleet_plan.cluster.name) }}"
   delegate_to: localhost
 
 - name: Put it back
@@ -82,7 +82,7 @@ EXAMPLES = r'''
     gateway_url: "{{ llmfleet_plan.cluster.gateway.url }}"
     url: http://192.168.100.12:8000
     model_id: qwen3.5-122b
-    api_key: "{{ serve_api_key }}"
+    api_key: "{{ lookup('llmfleet.cluster.api_key', llmfleet_plan.cluster.name) }}"
   delegate_to: localhost
 '''
 

@@ -211,25 +211,25 @@ EXAMPLES = r'''
     name: llmfleet-serve-tiny-llama
     argv: [/opt/llmfleet/venvs/current/bin/vllm, serve, /opt/llmfleet/models/tiny-llama, --port, "8000"]
     env_files: [/etc/llmfleet/comm.env, /etc/llmfleet/engine.env]
-    secret_env: {VLLM_API_KEY: "{{ serve_api_key }}"}
+    secret_env: {VLLM_API_KEY: "{{ lookup('llmfleet.cluster.api_key', llmfleet_plan.cluster.name) }}"}
     release: sim-vllm-0.32.0-cpu
     health_url: http://10.231.1.11:8000
     served_model_name: tiny-llama
-    api_key: "{{ serve_api_key }}"
+    api_key: "{{ lookup('llmfleet.cluster.api_key', llmfleet_plan.cluster.name) }}"
 
 - name: Serve the same engine from a container image pinned by digest (the container runtime)
   llmfleet.cluster.llm_server:
     name: llmfleet-serve-smollm2
     argv: [/opt/llmfleet/venvs/current/bin/vllm, serve, /opt/llmfleet/models/smollm2, --port, "8000"]
     env_files: [/etc/llmfleet/comm.env]
-    secret_env: {VLLM_API_KEY: "{{ serve_api_key }}"}
+    secret_env: {VLLM_API_KEY: "{{ lookup('llmfleet.cluster.api_key', llmfleet_plan.cluster.name) }}"}
     container:
       engine: podman
       image: localhost/llmfleet-engine@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945
       mounts: [/opt/llmfleet/models:/opt/llmfleet/models:ro]
     health_url: http://10.231.1.16:8000
     served_model_name: smollm2
-    api_key: "{{ serve_api_key }}"
+    api_key: "{{ lookup('llmfleet.cluster.api_key', llmfleet_plan.cluster.name) }}"
 '''
 
 RETURN = r'''
