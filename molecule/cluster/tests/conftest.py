@@ -43,6 +43,10 @@ LAST = ("test_upgrade.py", "test_teardown.py")
 # runs short of time, its deadline (below) drops checks from the end of this order, not LAST's.
 MIDDLE = ("test_cluster.py", "test_sglang.py", "test_orphans.py", "test_gateway.py", "test_security.py", "test_serve_ray.py",
           "test_serve_lifecycle.py", "test_validate.py", "test_monitoring.py", "test_safeguards.py", "test_guards.py", "test_partition.py")
+# The MIDDLE files every `make test` runs, however late the lab lane is (only CI's hard limit drops them):
+# each serving path answering a real client across nodes (vLLM TP 2, SGLang, the gateway), about four
+# minutes in all. The rest of MIDDLE runs as the lab lane's end allows.
+CORE = ("test_cluster.py", "test_sglang.py", "test_gateway.py")
 
 # Checks whose first step replaces whatever serves (their own serve.yml run): a module that changed
 # what serves may leave its change to them instead of spending an engine load on restoring the
@@ -100,6 +104,12 @@ EXPECTED_S = {"test_rerun.py": 270, "test_cluster.py": 140, "test_sglang.py": 60
               "test_monitoring.py": 120, "test_safeguards.py": 130, "test_guards.py": 510, "test_partition.py": 120,
               "test_upgrade.py": 1230, "test_teardown.py": 240}
 DEFAULT_EXPECTED_S = 300
+# The side lanes' steps (tools/ci/run_tests.sh) and the seconds each is expected to take once it has the
+# machine to itself, i.e. after the lab lane (a clean-clone `make test` on 2 cores, 2026-12-07, rounded up).
+# A step counts until its line is in the results file; a lane's steps run one after another, the lanes
+# side by side, so what is left after the lab lane is the longest lane's sum.
+SIDE_EXPECTED_S = {"monitoring-rules": 5, "unit": 150, "integration-controller": 900,
+                   "lint": 600, "build": 30, "sanity": 600, "integration-nccl": 400}
 _FILE_STARTED = {}
 # (clock, file, units_now()) as each file starts: printed when a check failed, to tell in which file's
 # checks a node's units left the state the one before it handed on
@@ -124,25 +134,57 @@ def time_needed(fname):
     return sum(EXPECTED_S.get(f, DEFAULT_EXPECTED_S) for f in (fname,) + LAST)
 
 
+def side_lanes_left():
+    """Seconds the side lanes are expected to need after now, on their own: for each lane
+    (LLMFLEET_TEST_SIDE_LANES, lanes split by '|'), the SIDE_EXPECTED_S of its steps that have no line in
+    LLMFLEET_TEST_RESULTS yet; the longest lane's sum. 0 outside `make test`."""
+    lanes, results = os.environ.get("LLMFLEET_TEST_SIDE_LANES", ""), os.environ.get("LLMFLEET_TEST_RESULTS", "")
+    try:
+        with open(results, encoding="utf-8") as handle:
+            done = {line.split()[0] for line in handle if line.strip()}
+    except OSError:
+        done = set()
+    return max([sum(SIDE_EXPECTED_S.get(s, DEFAULT_EXPECTED_S) for s in lane.split() if s not in done)
+                for lane in lanes.split("|")] or [0])
+
+
+def start_decision(fname, now=None):
+    """(runs, why not) for `fname` at `now`. A MIDDLE file runs when it and LAST end before
+    LLMFLEET_TEST_END. CORE's and LAST's files run, but for one limit: CI kills a `make test` at 90 min
+    and reports nothing, so they start only when they, what must run after them and the side lanes'
+    steps still to come end before LLMFLEET_TEST_HARD_END; the teardown always runs."""
+    now = time.time() if now is None else now
+    end = float(os.environ.get("LLMFLEET_TEST_END") or 0)
+    hard = float(os.environ.get("LLMFLEET_TEST_HARD_END") or 0)
+    need = time_needed(fname) if fname not in LAST else sum(EXPECTED_S.get(f, DEFAULT_EXPECTED_S)
+                                                            for f in LAST[LAST.index(fname):])
+    if fname == LAST[-1]:
+        return True, ""
+    if hard and now + need + side_lanes_left() > hard:
+        return False, (f"TIME BUDGET: {fname} and what must run after it need {need} s and the side lanes "
+                       f"{side_lanes_left()} s, which would end past LLMFLEET_TEST_HARD_END "
+                       f"({time.strftime('%H:%M:%S', time.localtime(hard))}, before CI's kill); this check did not run")
+    if fname in LAST or fname in CORE or not end or now + need <= end:
+        return True, ""
+    return False, (f"TIME BUDGET: {fname} and what must run after it need {need} s, more than is left "
+                   f"before LLMFLEET_TEST_END ({time.strftime('%H:%M:%S', time.localtime(end))}); this check did not run")
+
+
 def file_runs(fname):
     """Whether `fname`'s checks run: decided once, when first asked (its first check's setup, or a
     fixture of the check before it asking whether what runs next replaces what serves)."""
     if fname not in _FILE_STARTED:
-        end = float(os.environ.get("LLMFLEET_TEST_END") or 0)
-        now = time.time()
-        # LAST's files always run: the time they need was kept free when each MIDDLE file was decided
-        _FILE_STARTED[fname] = now if not end or fname in LAST or now + time_needed(fname) <= end else None
-        if _FILE_STARTED[fname] is not None:
+        runs, why = start_decision(fname)
+        _FILE_STARTED[fname] = (time.time(), why) if runs else (None, why)
+        if runs:
             _UNITS_AT_START.append((time.strftime("%H:%M:%S"), fname, units_now()))
-    return _FILE_STARTED[fname] is not None
+    return _FILE_STARTED[fname][0] is not None
 
 
 def pytest_runtest_setup(item):
     fname = os.path.basename(str(item.fspath))
-    end = float(os.environ.get("LLMFLEET_TEST_END") or 0)
     if not file_runs(fname):
-        pytest.skip(f"TIME BUDGET: {fname} and what must run after it need {time_needed(fname)} s, more than is left "
-                    f"before LLMFLEET_TEST_END ({time.strftime('%H:%M:%S', time.localtime(end))}); this check did not run")
+        pytest.skip(_FILE_STARTED[fname][1])
 
 
 @pytest.hookimpl(tryfirst=True)
