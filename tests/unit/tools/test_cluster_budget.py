@@ -18,6 +18,8 @@ def run(monkeypatch, tmp_path):
     """A `make test` whose lab lane must end in 60 min, hard limit 80 min, as run_tests.sh exports them;
     `done` lists the side steps with a results line."""
     results = tmp_path / "results"
+    monkeypatch.delenv("LLMFLEET_TEST_START", raising=False)
+    monkeypatch.setattr(budget, "_SLOWNESS", {})
 
     def setup(end_in, hard_in, done=()):
         monkeypatch.setenv("LLMFLEET_TEST_END", str(NOW + end_in))
@@ -71,3 +73,15 @@ def test_the_core_serving_checks_run_past_the_lab_lanes_end_but_not_past_the_har
     assert not budget.start_decision("test_orphans.py", NOW)[0]  # not CORE: dropped at the lab lane's end
     run(-60, need - 1, done=list(budget.SIDE_EXPECTED_S))
     assert "LLMFLEET_TEST_HARD_END" in budget.start_decision("test_sglang.py", NOW)[1]
+
+
+def test_a_slow_machine_scales_every_expected_time_by_its_pace_to_the_first_check(run, monkeypatch):
+    done = ["monitoring-rules", "unit", "integration-controller", "lint", "build"]
+    left = budget.SIDE_EXPECTED_S["sanity"] + budget.SIDE_EXPECTED_S["integration-nccl"]
+    run(-600, 1.5 * (UPGRADE_AND_TEARDOWN + left) - 1, done=done)
+    monkeypatch.setenv("LLMFLEET_TEST_START", str(NOW - 1.5 * budget.EXPECTED_FIRST_CHECK_S))
+    runs, why = budget.start_decision("test_upgrade.py", NOW)  # fits at pace 1, not at 1.5
+    assert budget.slowness() == 1.5 and not runs and "x1.50" in why
+    monkeypatch.setattr(budget, "_SLOWNESS", {})
+    monkeypatch.setenv("LLMFLEET_TEST_START", str(NOW - 0.5 * budget.EXPECTED_FIRST_CHECK_S))
+    assert budget.start_decision("test_upgrade.py", NOW) == (True, "") and budget.slowness() == 1.0  # never below 1
