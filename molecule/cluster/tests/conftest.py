@@ -108,8 +108,8 @@ DEFAULT_EXPECTED_S = 300
 # machine to itself, i.e. after the lab lane (a clean-clone `make test` on 2 cores, 2026-12-07, rounded up).
 # A step counts until its line is in the results file; a lane's steps run one after another, the lanes
 # side by side, so what is left after the lab lane is the longest lane's sum.
-SIDE_EXPECTED_S = {"monitoring-rules": 5, "unit": 150, "integration-controller": 900,
-                   "lint": 600, "build": 30, "sanity": 600, "integration-nccl": 400}
+SIDE_EXPECTED_S = {"monitoring-rules": 5, "unit": 150, "integration-controller": 800,
+                   "lint": 300, "build": 30, "sanity": 250, "integration-nccl": 400}
 # Seconds from the start of `make test` (LLMFLEET_TEST_START) to the first cluster check on the machine the
 # tables above were measured on: the steps before molecule-cluster, its converge and idempotence. A machine
 # that gets there later is that much slower for everything after it too (2026-12-07 on an AMD EPYC:
@@ -167,21 +167,21 @@ def side_lanes_left():
 def start_decision(fname, now=None):
     """(runs, why not) for `fname` at `now`. A MIDDLE file runs when it and LAST end before
     LLMFLEET_TEST_END. CORE's and LAST's files run, but for one limit: CI kills a `make test` at 90 min
-    and reports nothing, so they start only when they, what must run after them and the side lanes'
-    steps still to come end before LLMFLEET_TEST_HARD_END; the teardown always runs."""
+    and reports nothing, so no file starts that, with the teardown after it and the side lanes' steps
+    still to come, would end after LLMFLEET_TEST_HARD_END; the teardown always runs."""
     now = time.time() if now is None else now
     end = float(os.environ.get("LLMFLEET_TEST_END") or 0)
     hard = float(os.environ.get("LLMFLEET_TEST_HARD_END") or 0)
-    need = slowness(now) * (time_needed(fname) if fname not in LAST else sum(EXPECTED_S.get(f, DEFAULT_EXPECTED_S)
-                                                                             for f in LAST[LAST.index(fname):]))
-    need = int(need)
     if fname == LAST[-1]:
         return True, ""
+    pace = slowness(now)
+    must = int(pace * sum(EXPECTED_S.get(f, DEFAULT_EXPECTED_S) for f in (fname, LAST[-1])))
     side = int(side_lanes_left())
-    if hard and now + need + side > hard:
-        return False, (f"TIME BUDGET: {fname} and what must run after it need {need} s and the side lanes "
-                       f"{side} s (x{slowness():.2f}: this machine's pace), which would end past LLMFLEET_TEST_HARD_END "
+    if hard and now + must + side > hard:
+        return False, (f"TIME BUDGET: {fname} and the teardown need {must} s and the side lanes {side} s (x{pace:.2f}: "
+                       f"this machine's pace), which would end past LLMFLEET_TEST_HARD_END "
                        f"({time.strftime('%H:%M:%S', time.localtime(hard))}, before CI's kill); this check did not run")
+    need = int(pace * time_needed(fname))
     if fname in LAST or fname in CORE or not end or now + need <= end:
         return True, ""
     return False, (f"TIME BUDGET: {fname} and what must run after it need {need} s (x{slowness():.2f}: this "
