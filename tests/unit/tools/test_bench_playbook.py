@@ -79,15 +79,8 @@ def _env(tmp_path):
                 ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
 
 
-def test_bench_sweeps_in_its_run_directory(tmp_path, endpoint):
-    playbook_bin = _playbook_bin()
-    record = tmp_path / "record"
-    record.mkdir()
-    venv = tmp_path / "venv" / "bin"
-    venv.mkdir(parents=True)
-    os.symlink(sys.executable, venv / "python")
-    _script(venv / "vllm", FAKE_VLLM.format(python=sys.executable, record=str(record)))
-    plotter = _script(tmp_path / "plotter", FAKE_PLOTTER)
+def _head_inventory(tmp_path):
+    """One Ray head on a local connection, in no serving group: the plan names no API URL for it."""
     (tmp_path / "hosts.yml").write_text(textwrap.dedent("""\
         all:
           children:
@@ -97,6 +90,18 @@ def test_bench_sweeps_in_its_run_directory(tmp_path, endpoint):
                   ansible_connection: local
                   llmfleet_fabric_ip: 127.0.0.1
         """))
+
+
+def test_bench_sweeps_in_its_run_directory(tmp_path, endpoint):
+    playbook_bin = _playbook_bin()
+    record = tmp_path / "record"
+    record.mkdir()
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    os.symlink(sys.executable, venv / "python")
+    _script(venv / "vllm", FAKE_VLLM.format(python=sys.executable, record=str(record)))
+    plotter = _script(tmp_path / "plotter", FAKE_PLOTTER)
+    _head_inventory(tmp_path)
     remote, results = tmp_path / "remote", tmp_path / "results"
     (tmp_path / "vars.json").write_text(json.dumps({
         "ansible_python_interpreter": sys.executable, "ansible_become": False,
@@ -142,15 +147,7 @@ def test_a_head_serving_no_group_needs_bench_url(tmp_path):
     """The URL is the plan's (the head's serving group's): a head outside every group stops before any request,
     naming bench_url, and no run directory is made."""
     playbook_bin = _playbook_bin()
-    (tmp_path / "hosts.yml").write_text(textwrap.dedent("""\
-        all:
-          children:
-            ray_head:
-              hosts:
-                benchhost:
-                  ansible_connection: local
-                  llmfleet_fabric_ip: 127.0.0.1
-        """))
+    _head_inventory(tmp_path)
     remote = tmp_path / "remote"
     (tmp_path / "vars.json").write_text(json.dumps({
         "ansible_python_interpreter": sys.executable, "ansible_become": False, "llmfleet_api_key": "",
