@@ -113,7 +113,7 @@ SIDE_EXPECTED_S = {"monitoring-rules": 5, "unit": 150, "integration-controller":
 # Seconds from the start of `make test` (LLMFLEET_TEST_START) to the first cluster check on the machine the
 # tables above were measured on: the steps before molecule-cluster, its converge and idempotence. A machine
 # that gets there later is that much slower for everything after it too (2026-12-07 on an AMD EPYC:
-# 2190 s to the first check, and the upgrade file took 1.74x its expected time), so the tables are scaled
+# 2084 s to the first check, and the upgrade file took 1.74x its expected time), so the tables are scaled
 # by that ratio, never below 1.
 EXPECTED_FIRST_CHECK_S = 1700
 _SLOWNESS = {}
@@ -126,6 +126,8 @@ def slowness(now=None):
         now = time.time() if now is None else now
         _SLOWNESS["factor"] = max(1.0, (now - start) / EXPECTED_FIRST_CHECK_S) if start else 1.0
     return _SLOWNESS["factor"]
+
+
 _FILE_STARTED = {}
 # (clock, file, units_now()) as each file starts: printed when a check failed, to tell in which file's
 # checks a node's units left the state the one before it handed on
