@@ -45,7 +45,10 @@ export LLMFLEET_TEST_SIDE_LANES="${CONTROLLER_LANE[*]:-}|${BUILD_LANE[*]:-}"
 # teardown and the side lanes' steps still to come (their lines missing from the results file) are
 # expected to end before LLMFLEET_TEST_HARD_S (80 min: ten minutes for estimates that ran short).
 start=$(date +%s)
-export LLMFLEET_TEST_START=$start
+# the machine's pace is read from the lab lane's progress: only where the lab lane starts with the run
+if [ "${#BUILD_LANE[@]}" -gt 0 ]; then
+  export LLMFLEET_TEST_START=$start
+fi
 budget=${LLMFLEET_TEST_BUDGET_S:-3600}
 tail_s=${LLMFLEET_TEST_TAIL_S:-240}
 hard_s=${LLMFLEET_TEST_HARD_S:-4800}
