@@ -108,7 +108,6 @@ def gate_inputs(role_specs: t.Mapping[str, t.Mapping[str, t.Any]]) -> set[str]:
     """The variables the gate reads besides ``llmfleet_*``: every role option, and every input of the
     cluster plan (some, such as gateway_host, are read by the plan only, for the role it feeds)."""
     from ansible_collections.llmfleet.cluster.plugins.module_utils import cluster_plan  # pure
-
     from ansible_collections.llmfleet.cluster.plugins.plugin_utils import gate_rules  # pure
 
     return {n for options in role_specs.values() for n in options} | set(cluster_plan.INPUTS) | set(gate_rules.RETIRED)

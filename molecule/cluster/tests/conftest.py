@@ -186,7 +186,7 @@ def start_decision(fname, now=None):
     need = int(pace * time_needed(fname))
     if fname in LAST or fname in CORE or not end or now + need <= end:
         return True, ""
-    return False, (f"TIME BUDGET: {fname} and what must run after it need {need} s (x{slowness():.2f}: this "
+    return False, (f"TIME BUDGET: {fname} and what must run after it need {need} s (x{pace:.2f}: this "
                    f"machine's pace), more than is left "
                    f"before LLMFLEET_TEST_END ({time.strftime('%H:%M:%S', time.localtime(end))}); this check did not run")
 
